@@ -1,0 +1,141 @@
+#include "backup/backup.h"
+
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "blob/blob.h"
+#include "datastore/snapshot_writer.h"
+
+namespace cairn::backup {
+namespace {
+
+double SecondsSince(Env& env, int64_t start_ns) {
+  return static_cast<double>(env.NowMonotonicNanos() - start_ns) / 1e9;
+}
+
+// The snapshot time: as given, or now; when now is not later than the
+// group's latest snapshot (two backups in one second), waits for the clock.
+Result<int64_t> PickTime(const datastore::Datastore& store, const BackupOptions& options) {
+  if (options.time) return *options.time;
+  Env& env = store.env();
+  CAIRN_ASSIGN_OR_RETURN(auto snaps, store.ListSnapshots(options.group));
+  int64_t now = env.NowUnixSeconds();
+  if (!snaps.empty() && snaps.back().time >= now && snaps.back().time - now < 2) {
+    std::this_thread::sleep_for(std::chrono::seconds(snaps.back().time - now + 1));
+    now = env.NowUnixSeconds();
+  }
+  return now;
+}
+
+// The dedup base for `archive`: ids of the same archive in the latest
+// finished snapshot, unless that snapshot failed its last verify.
+bool LoadBase(const datastore::Datastore& store, const std::optional<datastore::SnapshotRef>& prev,
+              const std::string& archive, Logger& log, DigestSet* known) {
+  if (!prev) return false;
+  auto state = store.ReadVerifyState(*prev);
+  if (state && state->outcome == datastore::VerifyOutcome::kFailed) {
+    log.Warn("previous snapshot {} failed verification; not using it as dedup base",
+             prev->ToString());
+    return false;
+  }
+  auto manifest = store.ReadManifest(*prev);
+  if (!manifest.ok()) return false;
+  const index::ArchiveEntry* entry = manifest->Find(archive);
+  if (entry == nullptr || entry->kind != index::ArchiveKind::kImage) return false;
+  auto idx = store.ReadImageIndex(*prev, *entry);
+  if (!idx.ok()) {
+    log.Warn("cannot use {} of {} as dedup base: {}", archive, prev->ToString(),
+             idx.status().ToString());
+    return false;
+  }
+  known->insert(idx->digests().begin(), idx->digests().end());
+  return true;
+}
+
+Status BackupOneImage(const datastore::Datastore& store, datastore::SnapshotWriter& writer,
+                      const std::optional<datastore::SnapshotRef>& prev, const ArchiveSpec& spec,
+                      const BackupOptions& options, ArchiveReport* report) {
+  Env& env = store.env();
+  CAIRN_ASSIGN_OR_RETURN(FileInfo info, env.Stat(spec.source));
+  if (!info.is_regular && !info.is_block_device) {
+    return InvalidArgumentError(
+        fmt::format("{} is neither a regular file nor a block device", spec.source));
+  }
+  CAIRN_ASSIGN_OR_RETURN(auto source, env.OpenReadable(spec.source));
+  CAIRN_ASSIGN_OR_RETURN(uint64_t size, source->Size());
+  DigestSet known;
+  report->had_base = LoadBase(store, prev, spec.name, *options.logger, &known);
+  ImageBackupOptions image = options.image;
+  image.known = &known;
+  CAIRN_ASSIGN_OR_RETURN(index::FixedIndex idx,
+                         BackupImage(*source, size, store.chunks(), image, &report->stats));
+  return writer.AddImage(spec.name, idx);
+}
+
+Status BackupOneBlob(const datastore::Datastore& store, datastore::SnapshotWriter& writer,
+                     const ArchiveSpec& spec, ArchiveReport* report) {
+  auto data = ReadWholeFile(store.env(), spec.source, blob::kMaxRawSize);
+  if (!data.ok()) {
+    if (data.status().code() == StatusCode::kInvalidArgument) {
+      return InvalidArgumentError(fmt::format(
+          "{}; .blob archives hold small files whole, use NAME.img for large ones",
+          data.status().message()));
+    }
+    return data.status();
+  }
+  report->stats.bytes = data->size();
+  report->stats.new_bytes = data->size();
+  return writer.AddBlob(spec.name, *data);
+}
+
+}  // namespace
+
+Result<ArchiveSpec> ParseArchiveSpec(std::string_view text) {
+  size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size()) {
+    return InvalidArgumentError(fmt::format(
+        "archive '{}' must be NAME=SOURCE, like disk0.img=/dev/sdb or vm.conf.blob=/etc/vm.conf",
+        text));
+  }
+  ArchiveSpec spec{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+  CAIRN_RETURN_IF_ERROR(index::ParseArchiveName(spec.name).status());
+  return spec;
+}
+
+Result<BackupReport> RunBackup(const datastore::Datastore& store, const BackupOptions& options) {
+  Env& env = store.env();
+  if (options.archives.empty()) return InvalidArgumentError("nothing to back up: no archives given");
+  int64_t start = env.NowMonotonicNanos();
+  CAIRN_ASSIGN_OR_RETURN(int64_t time, PickTime(store, options));
+  datastore::SnapshotRef snap{options.group, time};
+  CAIRN_ASSIGN_OR_RETURN(auto writer, datastore::SnapshotWriter::Begin(store, snap));
+
+  // Under the group lock, the latest finished snapshot is stable.
+  std::optional<datastore::SnapshotRef> prev;
+  CAIRN_ASSIGN_OR_RETURN(auto snaps, store.ListSnapshots(options.group));
+  if (!snaps.empty()) prev = snaps.back();
+
+  BackupReport report;
+  report.snapshot = snap;
+  for (const auto& spec : options.archives) {
+    ArchiveReport ar;
+    ar.name = spec.name;
+    ar.source = spec.source;
+    CAIRN_ASSIGN_OR_RETURN(ar.kind, index::ParseArchiveName(spec.name));
+    int64_t t0 = env.NowMonotonicNanos();
+    Status s = ar.kind == index::ArchiveKind::kImage
+                   ? BackupOneImage(store, *writer, prev, spec, options, &ar)
+                   : BackupOneBlob(store, *writer, spec, &ar);
+    if (!s.ok()) return s.WithContext(fmt::format("archive {} from {}", spec.name, spec.source));
+    ar.seconds = SecondsSince(env, t0);
+    if (options.on_archive_done) options.on_archive_done(ar);
+    report.archives.push_back(std::move(ar));
+  }
+  CAIRN_RETURN_IF_ERROR(writer->Commit(options.created_by));
+  report.seconds = SecondsSince(env, start);
+  return report;
+}
+
+}  // namespace cairn::backup

@@ -1,0 +1,55 @@
+// Image backup: cut a file or block device into fixed-size chunks, hash,
+// compress and store the ones the store does not have, and build the fixed
+// index.
+//
+// Shape (the same as every cairn flow): one reader thread reads chunks in
+// order with positional reads into a bounded queue; CPU workers (one per
+// core) detect all-zero chunks (their id is known up front), SHA-256 the
+// rest, skip ids the dedup base or the store already holds, and compress +
+// insert the others. A digest is claimed by the first worker that meets it,
+// so a chunk repeated within one run is stored once and counted once.
+// Memory: (queue capacity + workers) × chunk size, whatever the image size.
+//
+// The source must not change while it is read: a size that differs at the
+// end, or a read that ends early, fails the archive (FailedPrecondition).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+
+#include "base/env.h"
+#include "base/logging.h"
+#include "crypto/sha256.h"
+#include "index/fixed_index.h"
+#include "store/chunk_source.h"
+
+namespace cairn::backup {
+
+using DigestSet = std::unordered_set<crypto::Digest, crypto::DigestHash>;
+
+struct ImageStats {
+  uint64_t bytes = 0;
+  uint64_t chunks = 0;
+  uint64_t zero_chunks = 0;    // all-zero chunks (stored at most once per store)
+  uint64_t new_chunks = 0;     // stored by this run
+  uint64_t new_bytes = 0;      // plaintext bytes of the new chunks
+  uint64_t stored_bytes = 0;   // encoded bytes written for them
+  uint64_t reused_chunks = 0;  // already in the base or the store
+  uint64_t reused_bytes = 0;
+};
+
+struct ImageBackupOptions {
+  uint32_t chunk_size = index::kDefaultChunkSize;
+  int workers = 0;  // 0: one per core
+  // Ids known to be in the store (the previous snapshot's index of this
+  // archive): never stored again, not even checked.
+  const DigestSet* known = nullptr;
+};
+
+// Backs up `source` (whose size at start is `size`) into `sink`.
+// REQUIRES: options.known, when set, outlives the call.
+Result<index::FixedIndex> BackupImage(ReadableFile& source, uint64_t size, store::ChunkSink& sink,
+                                      const ImageBackupOptions& options, ImageStats* stats);
+
+}  // namespace cairn::backup

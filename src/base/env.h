@@ -1,0 +1,157 @@
+// Env: every file-system and clock call cairn makes goes through this
+// interface, so tests can inject faults (ENOSPC, EIO, short reads, slow
+// storage) and simulate crashes without touching the code under test.
+//
+// PosixEnv (NewPosixEnv) is the real one; EnvWrapper forwards everything to
+// a target Env so a decorator overrides only what it changes.
+//
+// Thread safety: Env implementations are safe for concurrent use. A
+// ReadableFile may be read from several threads at once (positional reads);
+// a WritableFile's WriteAt may be called concurrently for disjoint ranges.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/bytes.h"
+#include "base/status.h"
+
+namespace cairn {
+
+struct FileInfo {
+  uint64_t size = 0;  // bytes; for a block device, the device size
+  bool is_dir = false;
+  bool is_regular = false;
+  bool is_block_device = false;
+  uint64_t inode = 0;
+  int64_t mtime_ns = 0;
+};
+
+class ReadableFile {
+ public:
+  virtual ~ReadableFile() = default;
+  // Reads up to buf.size() bytes at `offset`. Returns the count read, which
+  // is smaller than buf.size() only at end of file. Retries EINTR.
+  virtual Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> buf) = 0;
+  // Current size (file length or block-device size).
+  virtual Result<uint64_t> Size() = 0;
+  virtual const std::string& path() const = 0;
+};
+
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;  // closes, ignoring errors; call Close()
+  // Writes all of `data` at `offset` (retrying short writes and EINTR).
+  virtual Status WriteAt(uint64_t offset, ByteSpan data) = 0;
+  // Writes all of `data` at the current end of what Append wrote so far
+  // (the only mode a pipe or terminal supports).
+  virtual Status Append(ByteSpan data) = 0;
+  virtual Status Truncate(uint64_t size) = 0;
+  virtual Status Sync() = 0;
+  virtual Status Close() = 0;  // idempotent
+  virtual Result<FileInfo> Stat() = 0;
+  virtual const std::string& path() const = 0;
+};
+
+// Held advisory lock (flock); released when destroyed or when the process
+// dies, so a killed process never leaves a lock that blocks forever.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
+enum class OpenMode {
+  kCreateNew,     // must not exist (O_EXCL)
+  kTruncate,      // create or truncate to zero
+  kExisting,      // must exist; contents kept (files and block devices)
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  virtual Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) = 0;
+  virtual Result<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path,
+                                                             OpenMode mode) = 0;
+  // Standard output as a WritableFile (Append only). Not closed on Close().
+  virtual Result<std::unique_ptr<WritableFile>> OpenStdout() = 0;
+
+  // NotFound when absent. Follows symlinks.
+  virtual Result<FileInfo> Stat(const std::string& path) = 0;
+  // AlreadyExists when present.
+  virtual Status CreateDir(const std::string& path) = 0;
+  // Entry names without "." and "..", unsorted.
+  virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  virtual Status RemoveFile(const std::string& path) = 0;
+  virtual Status RemoveDir(const std::string& path) = 0;  // must be empty
+  // fsync on the directory, making renames and creations in it durable.
+  virtual Status SyncDir(const std::string& path) = 0;
+  // syncfs(2) on the file system holding `path`.
+  virtual Status SyncFilesystem(const std::string& path) = 0;
+  // Non-blocking flock on `path` (created if absent). Unavailable when
+  // another process holds a conflicting lock.
+  virtual Result<std::unique_ptr<FileLock>> TryLock(const std::string& path, bool exclusive) = 0;
+
+  virtual int64_t NowUnixSeconds() = 0;
+  virtual int64_t NowMonotonicNanos() = 0;
+};
+
+std::unique_ptr<Env> NewPosixEnv();
+
+// Forwards every call to `target`, which must outlive the wrapper.
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+
+  Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& p) override {
+    return target_->OpenReadable(p);
+  }
+  Result<std::unique_ptr<WritableFile>> OpenWritable(const std::string& p, OpenMode m) override {
+    return target_->OpenWritable(p, m);
+  }
+  Result<std::unique_ptr<WritableFile>> OpenStdout() override { return target_->OpenStdout(); }
+  Result<FileInfo> Stat(const std::string& p) override { return target_->Stat(p); }
+  Status CreateDir(const std::string& p) override { return target_->CreateDir(p); }
+  Result<std::vector<std::string>> ListDir(const std::string& p) override {
+    return target_->ListDir(p);
+  }
+  Status Rename(const std::string& f, const std::string& t) override {
+    return target_->Rename(f, t);
+  }
+  Status RemoveFile(const std::string& p) override { return target_->RemoveFile(p); }
+  Status RemoveDir(const std::string& p) override { return target_->RemoveDir(p); }
+  Status SyncDir(const std::string& p) override { return target_->SyncDir(p); }
+  Status SyncFilesystem(const std::string& p) override { return target_->SyncFilesystem(p); }
+  Result<std::unique_ptr<FileLock>> TryLock(const std::string& p, bool exclusive) override {
+    return target_->TryLock(p, exclusive);
+  }
+  int64_t NowUnixSeconds() override { return target_->NowUnixSeconds(); }
+  int64_t NowMonotonicNanos() override { return target_->NowMonotonicNanos(); }
+
+ private:
+  Env* target_;
+};
+
+// --- Helpers built on the interface -------------------------------------
+
+// Reads a whole file; InvalidArgument when it is larger than `max_size`.
+Result<Bytes> ReadWholeFile(Env& env, const std::string& path, uint64_t max_size);
+
+// Durable replace: writes `path`.tmp, fsyncs it, renames it over `path`,
+// fsyncs the directory. A crash leaves either the old or the new content.
+Status WriteFileAtomic(Env& env, const std::string& path, ByteSpan data);
+
+// Creates `path` and its missing parents; OK when it already exists.
+Status CreateDirs(Env& env, const std::string& path);
+
+// Joins two path parts with exactly one '/'.
+std::string JoinPath(std::string_view a, std::string_view b);
+// Directory part of `path` ("." when it has none).
+std::string DirName(std::string_view path);
+
+}  // namespace cairn

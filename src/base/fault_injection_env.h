@@ -1,0 +1,51 @@
+// FaultInjectionEnv: an EnvWrapper for tests and benchmarks that makes the
+// file system misbehave on demand: a disk that fills up after N bytes
+// (ENOSPC), reads that fail with EIO for paths containing a pattern, and
+// reads slowed by a fixed latency (slow storage).
+//
+// Thread safety: safe for concurrent use; settings may change while files
+// are open.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "base/env.h"
+
+namespace cairn {
+
+class FaultInjectionEnv final : public EnvWrapper {
+ public:
+  explicit FaultInjectionEnv(Env* target) : EnvWrapper(target) {}
+
+  // Writes fail with ResourceExhausted ("No space left on device") once
+  // `bytes` more bytes have been written through this Env. <0 disables.
+  void SetWriteBudget(int64_t bytes) { write_budget_.store(bytes); }
+  // Reads of files whose path contains `pattern` fail with DataLoss (EIO).
+  // Empty disables.
+  void FailReadsMatching(std::string pattern);
+  // Every ReadAt sleeps this long first.
+  void SetReadLatencyMicros(int64_t micros) { read_latency_us_.store(micros); }
+
+  // Counters.
+  uint64_t bytes_written() const { return bytes_written_.load(); }
+
+  Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) override;
+  Result<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path,
+                                                     OpenMode mode) override;
+
+  // Internal, used by the wrapped files.
+  Status ChargeWrite(const std::string& path, size_t bytes);
+  Status CheckRead(const std::string& path);
+
+ private:
+  std::atomic<int64_t> write_budget_{-1};
+  std::atomic<uint64_t> bytes_written_{0};
+  std::atomic<int64_t> read_latency_us_{0};
+  std::mutex mu_;
+  std::string read_fail_pattern_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace cairn

@@ -1,0 +1,174 @@
+#include "blob/blob.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "format/coding.h"
+#include "format/crc32c.h"
+#include "format/magic.h"
+
+namespace cairn::blob {
+namespace {
+
+// Header byte offsets (docs/FORMAT.md, "Blob").
+constexpr size_t kOffVersion = 8;
+constexpr size_t kOffCompression = 10;
+constexpr size_t kOffEncryption = 11;
+constexpr size_t kOffStoredSize = 12;
+constexpr size_t kOffRawSize = 16;
+constexpr size_t kOffNonce = 20;      // 12 bytes, AES-GCM nonce (reserved)
+constexpr size_t kOffTag = 32;        // 16 bytes, AES-GCM tag (reserved)
+constexpr size_t kOffKeyPrint = 48;   // 8 bytes, key fingerprint (reserved)
+constexpr size_t kOffReserved = 56;   // 4 bytes, zero
+constexpr size_t kOffCrc = 60;
+
+struct CCtxDeleter {
+  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
+};
+struct DCtxDeleter {
+  void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
+};
+
+ZSTD_CCtx* ThreadCCtx() {
+  thread_local std::unique_ptr<ZSTD_CCtx, CCtxDeleter> ctx(ZSTD_createCCtx());
+  return ctx.get();
+}
+ZSTD_DCtx* ThreadDCtx() {
+  thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> ctx(ZSTD_createDCtx());
+  return ctx.get();
+}
+
+uint32_t ComputeCrc(ByteSpan stored) {
+  uint32_t crc = format::Crc32cExtend(0, stored.first(kOffCrc));
+  return format::Crc32cExtend(crc, stored.subspan(kHeaderSize));
+}
+
+}  // namespace
+
+Result<Bytes> Encode(ByteSpan plaintext, const EncodeOptions& options) {
+  if (plaintext.size() > kMaxRawSize) {
+    return InvalidArgumentError(fmt::format("blob of {} bytes exceeds the limit of {} bytes",
+                                            plaintext.size(), kMaxRawSize));
+  }
+  Bytes out(kHeaderSize + plaintext.size());
+  Compression compression = Compression::kNone;
+  size_t payload = plaintext.size();
+  if (options.compress && plaintext.size() > 64) {
+    // Capacity one byte less than the input: zstd fails fast with
+    // dstSize_tooSmall when compression would not shrink the data.
+    size_t n = ZSTD_compressCCtx(ThreadCCtx(), out.data() + kHeaderSize, plaintext.size() - 1,
+                                 plaintext.data(), plaintext.size(), options.zstd_level);
+    if (!ZSTD_isError(n)) {
+      compression = Compression::kZstd;
+      payload = n;
+    }
+  }
+  if (compression == Compression::kNone && !plaintext.empty()) {
+    std::memcpy(out.data() + kHeaderSize, plaintext.data(), plaintext.size());
+  }
+  out.resize(kHeaderSize + payload);
+  uint8_t* h = out.data();
+  std::memset(h, 0, kHeaderSize);
+  std::memcpy(h, format::kBlobMagic.data(), 8);
+  format::PutU16(h + kOffVersion, format::kBlobVersion);
+  h[kOffCompression] = static_cast<uint8_t>(compression);
+  h[kOffEncryption] = static_cast<uint8_t>(Encryption::kNone);
+  format::PutU32(h + kOffStoredSize, static_cast<uint32_t>(payload));
+  format::PutU32(h + kOffRawSize, static_cast<uint32_t>(plaintext.size()));
+  format::PutU32(h + kOffCrc, ComputeCrc(out));
+  return out;
+}
+
+Result<Header> Check(ByteSpan stored) {
+  if (stored.size() < kHeaderSize) {
+    return DataLossError(
+        fmt::format("blob truncated: {} bytes, shorter than the {}-byte header", stored.size(),
+                    kHeaderSize));
+  }
+  const uint8_t* h = stored.data();
+  if (std::memcmp(h, format::kBlobMagic.data(), 8) != 0) {
+    return DataLossError("not a cairn blob (bad magic)");
+  }
+  Header header;
+  header.version = format::GetU16(h + kOffVersion);
+  if (header.version != format::kBlobVersion) {
+    return DataLossError(fmt::format("unsupported blob version {}", header.version));
+  }
+  header.stored_size = format::GetU32(h + kOffStoredSize);
+  header.raw_size = format::GetU32(h + kOffRawSize);
+  header.crc = format::GetU32(h + kOffCrc);
+  if (stored.size() - kHeaderSize != header.stored_size) {
+    return DataLossError(fmt::format("blob size mismatch: header says {} payload bytes, found {}",
+                                     header.stored_size, stored.size() - kHeaderSize));
+  }
+  uint32_t crc = ComputeCrc(stored);
+  if (crc != header.crc) {
+    return DataLossError(
+        fmt::format("CRC mismatch (stored 0x{:08x}, computed 0x{:08x})", header.crc, crc));
+  }
+  // The CRC matched, so what follows is what the writer wrote; still, a
+  // hostile writer must not make us misbehave.
+  uint8_t comp = h[kOffCompression];
+  uint8_t enc = h[kOffEncryption];
+  if (comp > 1) return DataLossError(fmt::format("unknown compression {}", comp));
+  if (enc > 1) return DataLossError(fmt::format("unknown encryption {}", enc));
+  header.compression = static_cast<Compression>(comp);
+  header.encryption = static_cast<Encryption>(enc);
+  if (format::GetU32(h + kOffReserved) != 0) return DataLossError("reserved header bytes not zero");
+  if (header.encryption == Encryption::kNone) {
+    bool clean = std::all_of(h + kOffNonce, h + kOffReserved, [](uint8_t b) { return b == 0; });
+    if (!clean) return DataLossError("encryption fields set on an unencrypted blob");
+  }
+  (void)kOffTag;
+  (void)kOffKeyPrint;
+  if (header.raw_size > kMaxRawSize) {
+    return DataLossError(fmt::format("raw size {} exceeds the limit of {}", header.raw_size,
+                                     kMaxRawSize));
+  }
+  if (header.compression == Compression::kNone && header.encryption == Encryption::kNone &&
+      header.stored_size != header.raw_size) {
+    return DataLossError(fmt::format("uncompressed blob: stored size {} != raw size {}",
+                                     header.stored_size, header.raw_size));
+  }
+  if (header.stored_size > header.raw_size) {
+    return DataLossError(fmt::format("stored size {} larger than raw size {}", header.stored_size,
+                                     header.raw_size));
+  }
+  return header;
+}
+
+Result<Bytes> Decode(ByteSpan stored) {
+  CAIRN_ASSIGN_OR_RETURN(Header header, Check(stored));
+  if (header.encryption != Encryption::kNone) {
+    return UnimplementedError("blob is encrypted; this build cannot decrypt it");
+  }
+  ByteSpan payload = stored.subspan(kHeaderSize);
+  if (header.compression == Compression::kNone) return Bytes(payload.begin(), payload.end());
+  Bytes out(header.raw_size);
+  size_t n = ZSTD_decompressDCtx(ThreadDCtx(), out.data(), out.size(), payload.data(),
+                                 payload.size());
+  if (ZSTD_isError(n)) {
+    return DataLossError(fmt::format("zstd: {}", ZSTD_getErrorName(n)));
+  }
+  if (n != header.raw_size) {
+    return DataLossError(
+        fmt::format("decompressed to {} bytes, header says {}", n, header.raw_size));
+  }
+  return out;
+}
+
+Result<Bytes> DecodeChunk(ByteSpan stored, const crypto::Digest& id) {
+  CAIRN_ASSIGN_OR_RETURN(Bytes plain, Decode(stored));
+  crypto::Digest actual = crypto::Sha256(plain);
+  if (actual != id) {
+    return DataLossError(fmt::format("content does not match its id (SHA-256 {})",
+                                     crypto::DigestHex(actual)));
+  }
+  return plain;
+}
+
+}  // namespace cairn::blob

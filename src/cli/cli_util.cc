@@ -1,0 +1,76 @@
+#include "cli/cli_util.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include <fmt/format.h>
+
+namespace cairn::cli {
+
+int ExitCodeFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return kExitOk;
+    case StatusCode::kDataLoss: return kExitCorruption;
+    case StatusCode::kInvalidArgument: return kExitUsage;
+    default: return kExitFailure;
+  }
+}
+
+void Fail(Context& ctx, const Status& s) {
+  std::fflush(stdout);
+  fmt::print(stderr, "cairn: error: {}\n", s.message());
+  ctx.exit_code = ExitCodeFor(s);
+}
+
+Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx) {
+  if (ctx.repo.empty()) {
+    if (const char* env_repo = std::getenv("CAIRN_REPO")) ctx.repo = env_repo;
+  }
+  if (ctx.repo.empty()) {
+    return InvalidArgumentError("no repository given: pass -r PATH or set CAIRN_REPO");
+  }
+  if (ctx.repo.starts_with("https://") || ctx.repo.starts_with("http://") ||
+      ctx.repo.starts_with("s3://")) {
+    return UnimplementedError(fmt::format(
+        "repository {}: remote and object-store repositories are not supported yet; use a "
+        "local datastore path",
+        ctx.repo));
+  }
+  CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));
+  return datastore::Datastore::Open(*ctx.env, ctx.repo);
+}
+
+void AddRepoOptions(CLI::App* cmd, Context& ctx) {
+  cmd->add_option("-r,--repo", ctx.repo, "datastore path (or set CAIRN_REPO)");
+  cmd->add_option("--ns", ctx.ns, "namespace, like site1/rack2 (default: the root)");
+}
+
+void AddJsonOption(CLI::App* cmd, Context& ctx) {
+  cmd->add_flag("--json", ctx.json, "print the result as JSON on stdout");
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int unit = 0;
+  while (v >= 1024 && unit < 5) {
+    v /= 1024;
+    ++unit;
+  }
+  if (unit == 0) return fmt::format("{} B", bytes);
+  return fmt::format("{:.2f} {}", v, kUnits[unit]);
+}
+
+double MiBPerSecond(uint64_t bytes, double secs) {
+  return secs > 0 ? static_cast<double>(bytes) / (1 << 20) / secs : 0;
+}
+
+std::string HumanRate(uint64_t bytes, double secs) {
+  if (secs <= 0) return "-";
+  return fmt::format("{:.0f} MiB/s", MiBPerSecond(bytes, secs));
+}
+
+void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+}  // namespace cairn::cli

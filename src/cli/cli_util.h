@@ -1,0 +1,63 @@
+// Shared plumbing of the CLI verbs: the context main() builds, repository
+// opening, exit codes, human-readable sizes and speeds.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "base/env.h"
+#include "base/logging.h"
+#include "base/status.h"
+#include "datastore/datastore.h"
+
+namespace cairn::cli {
+
+// Exit codes (DESIGN.md): 0 ok, 1 failure, 2 usage error, 3 corruption found.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitCorruption = 3;
+
+struct Context {
+  std::unique_ptr<Env> env;
+  std::unique_ptr<Logger> logger;
+  std::string repo;  // -r / CAIRN_REPO
+  std::string ns;    // --ns
+  bool json = false;
+  int exit_code = kExitOk;
+};
+
+// Maps a Status to an exit code: DataLoss → 3, InvalidArgument → 2, else 1.
+int ExitCodeFor(const Status& s);
+// Prints "cairn: error: <message>" on stderr and sets ctx.exit_code.
+void Fail(Context& ctx, const Status& s);
+
+// Opens the datastore named by ctx.repo (a path). Remote URLs are refused
+// with a clear message until the server exists.
+Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx);
+
+// Adds -r/--repo, --ns and --json to a subcommand.
+void AddRepoOptions(CLI::App* cmd, Context& ctx);
+void AddJsonOption(CLI::App* cmd, Context& ctx);
+
+std::string HumanBytes(uint64_t bytes);              // "1.50 GiB"
+std::string HumanRate(uint64_t bytes, double secs);  // "640 MiB/s"
+double MiBPerSecond(uint64_t bytes, double secs);
+
+// Writes `j` to stdout as one JSON document.
+void PrintJson(const nlohmann::json& j);
+
+// The verbs, one file each (cmd_<verb>.cc).
+void RegisterInit(CLI::App& app, Context& ctx);
+void RegisterBackup(CLI::App& app, Context& ctx);
+void RegisterSnapshots(CLI::App& app, Context& ctx);
+void RegisterRestore(CLI::App& app, Context& ctx);
+void RegisterVerify(CLI::App& app, Context& ctx);
+
+inline constexpr char kVersion[] = "0.1.0";
+
+}  // namespace cairn::cli

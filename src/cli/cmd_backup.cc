@@ -1,0 +1,103 @@
+// cairn backup -r REPO --id TYPE/ID [--ns NS] [--time T] ARCHIVE=SOURCE ...
+#include <fmt/format.h>
+
+#include "backup/backup.h"
+#include "cli/cli_util.h"
+
+namespace cairn::cli {
+namespace {
+
+struct BackupArgs {
+  std::string id;
+  std::string time;
+  std::vector<std::string> archives;
+};
+
+nlohmann::json ArchiveJson(const backup::ArchiveReport& a) {
+  const auto& s = a.stats;
+  return {{"name", a.name},
+          {"source", a.source},
+          {"kind", a.kind == index::ArchiveKind::kImage ? "img" : "blob"},
+          {"bytes", s.bytes},
+          {"seconds", a.seconds},
+          {"mib_per_s", MiBPerSecond(s.bytes, a.seconds)},
+          {"chunks", s.chunks},
+          {"new_chunks", s.new_chunks},
+          {"new_bytes", s.new_bytes},
+          {"stored_bytes", s.stored_bytes},
+          {"reused_chunks", s.reused_chunks},
+          {"reused_bytes", s.reused_bytes},
+          {"zero_chunks", s.zero_chunks},
+          {"dedup_base", a.had_base}};
+}
+
+void PrintArchiveLine(const backup::ArchiveReport& a) {
+  const auto& s = a.stats;
+  if (a.kind == index::ArchiveKind::kBlob) {
+    fmt::print("  {:<16} {} stored whole from {}\n", a.name, HumanBytes(s.bytes), a.source);
+    return;
+  }
+  fmt::print("  {:<16} {} in {:.2f} s ({}): {} chunks, {} new ({} -> {} stored), {} reused, {} zero\n",
+             a.name, HumanBytes(s.bytes), a.seconds, HumanRate(s.bytes, a.seconds), s.chunks,
+             s.new_chunks, HumanBytes(s.new_bytes), HumanBytes(s.stored_bytes), s.reused_chunks,
+             s.zero_chunks);
+}
+
+void Run(Context& ctx, const BackupArgs& args) {
+  backup::BackupOptions options;
+  options.logger = ctx.logger.get();
+  options.created_by = fmt::format("cairn {}", kVersion);
+  auto store = OpenRepo(ctx);
+  if (!store.ok()) return Fail(ctx, store.status());
+  auto group = datastore::ParseGroup(ctx.ns, args.id);
+  if (!group.ok()) return Fail(ctx, group.status());
+  options.group = *group;
+  if (!args.time.empty()) {
+    auto t = datastore::ParseRfc3339(args.time);
+    if (!t.ok()) return Fail(ctx, t.status());
+    options.time = *t;
+  }
+  for (const auto& text : args.archives) {
+    auto spec = backup::ParseArchiveSpec(text);
+    if (!spec.ok()) return Fail(ctx, spec.status());
+    options.archives.push_back(*spec);
+  }
+  if (!ctx.json) {
+    options.on_archive_done = PrintArchiveLine;
+    fmt::print("backup of {} to {}\n", group->ToString(), ctx.repo);
+  }
+  auto report = backup::RunBackup(**store, options);
+  if (!report.ok()) return Fail(ctx, report.status().WithContext("backup failed"));
+  uint64_t total = 0;
+  for (const auto& a : report->archives) total += a.stats.bytes;
+  if (ctx.json) {
+    nlohmann::json archives = nlohmann::json::array();
+    for (const auto& a : report->archives) archives.push_back(ArchiveJson(a));
+    PrintJson({{"snapshot", report->snapshot.ToString()},
+               {"ns", report->snapshot.group.ns},
+               {"bytes", total},
+               {"seconds", report->seconds},
+               {"archives", archives}});
+  } else {
+    fmt::print("snapshot {} finished: {} in {:.2f} s ({})\n", report->snapshot.ToString(),
+               HumanBytes(total), report->seconds, HumanRate(total, report->seconds));
+  }
+}
+
+}  // namespace
+
+void RegisterBackup(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("backup", "back up images and files into a new snapshot");
+  auto args = std::make_shared<BackupArgs>();
+  AddRepoOptions(cmd, ctx);
+  AddJsonOption(cmd, ctx);
+  cmd->add_option("--id", args->id, "backup group TYPE/ID (type vm, ct or host), like vm/100")
+      ->required();
+  cmd->add_option("--time", args->time, "snapshot time, RFC 3339 UTC (default: now)");
+  cmd->add_option("ARCHIVE", args->archives,
+                  "NAME.img=FILE|DEVICE or NAME.blob=SMALLFILE, one or more")
+      ->required();
+  cmd->callback([&ctx, args] { Run(ctx, *args); });
+}
+
+}  // namespace cairn::cli

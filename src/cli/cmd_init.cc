@@ -1,0 +1,24 @@
+// cairn init STORE
+#include <fmt/format.h>
+
+#include "cli/cli_util.h"
+
+namespace cairn::cli {
+
+void RegisterInit(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("init", "create a local datastore at a path");
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("STORE", *path, "directory to create (must be new or empty)")->required();
+  AddJsonOption(cmd, ctx);
+  cmd->callback([&ctx, path] {
+    Status s = datastore::Datastore::Init(*ctx.env, *path);
+    if (!s.ok()) return Fail(ctx, s.WithContext(fmt::format("init {}", *path)));
+    if (ctx.json) {
+      PrintJson({{"datastore", *path}, {"created", true}});
+    } else {
+      fmt::print("created datastore {}\n", *path);
+    }
+  });
+}
+
+}  // namespace cairn::cli

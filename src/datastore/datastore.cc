@@ -1,0 +1,271 @@
+#include "datastore/datastore.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "blob/blob.h"
+#include "format/magic.h"
+
+namespace cairn::datastore {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kMaxManifestFile = blob::kHeaderSize + (1u << 20);
+constexpr uint64_t kMaxBlobFile = blob::kHeaderSize + blob::kMaxRawSize;
+
+bool IsDir(Env& env, const std::string& path) {
+  auto info = env.Stat(path);
+  return info.ok() && info->is_dir;
+}
+
+// Lists `dir`, treating a missing directory as empty.
+Result<std::vector<std::string>> ListOrEmpty(Env& env, const std::string& dir) {
+  auto names = env.ListDir(dir);
+  if (!names.ok() && names.status().code() == StatusCode::kNotFound) {
+    return std::vector<std::string>{};
+  }
+  return names;
+}
+
+}  // namespace
+
+Status Datastore::Init(Env& env, const std::string& path) {
+  auto info = env.Stat(path);
+  if (info.ok()) {
+    if (!info->is_dir) {
+      return AlreadyExistsError(fmt::format("{} exists and is not a directory", path));
+    }
+    CAIRN_ASSIGN_OR_RETURN(auto names, env.ListDir(path));
+    if (!names.empty()) {
+      if (std::find(names.begin(), names.end(), kDatastoreMarker) != names.end()) {
+        return AlreadyExistsError(fmt::format("{} is already a cairn datastore", path));
+      }
+      return AlreadyExistsError(
+          fmt::format("{} exists and is not empty; give a new or empty directory", path));
+    }
+  } else if (info.status().code() == StatusCode::kNotFound) {
+    CAIRN_RETURN_IF_ERROR(CreateDirs(env, path));
+  } else {
+    return info.status();
+  }
+  CAIRN_RETURN_IF_ERROR(store::LocalChunkStore::Create(env, path));
+  json marker = {{"format", "cairn-datastore"},
+                 {"version", format::kDatastoreVersion},
+                 {"created_unix", env.NowUnixSeconds()}};
+  std::string text = marker.dump(2) + "\n";
+  return WriteFileAtomic(env, JoinPath(path, kDatastoreMarker), AsBytes(text));
+}
+
+Result<std::unique_ptr<Datastore>> Datastore::Open(Env& env, const std::string& path) {
+  auto info = env.Stat(path);
+  if (!info.ok()) {
+    if (info.status().code() == StatusCode::kNotFound) {
+      return NotFoundError(fmt::format("datastore {} does not exist (create it with: cairn init {})",
+                                       path, path));
+    }
+    return info.status();
+  }
+  if (!info->is_dir) return NotFoundError(fmt::format("datastore {} is not a directory", path));
+  std::string marker_path = JoinPath(path, kDatastoreMarker);
+  auto marker = ReadWholeFile(env, marker_path, 64 << 10);
+  if (!marker.ok()) {
+    if (marker.status().code() == StatusCode::kNotFound) {
+      return NotFoundError(fmt::format(
+          "{} is not a cairn datastore (no {} file; create one with: cairn init PATH)", path,
+          kDatastoreMarker));
+    }
+    return marker.status();
+  }
+  json j = json::parse(AsStringView(*marker), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != "cairn-datastore" ||
+      !j.contains("version") || !j["version"].is_number_integer()) {
+    return DataLossError(fmt::format("{}: malformed datastore marker", marker_path));
+  }
+  if (j["version"].get<int>() != format::kDatastoreVersion) {
+    return FailedPreconditionError(fmt::format(
+        "{}: datastore format version {} is not supported by this cairn (supports {})", path,
+        j["version"].get<int>(), format::kDatastoreVersion));
+  }
+  CAIRN_ASSIGN_OR_RETURN(auto chunks, store::LocalChunkStore::Open(env, path));
+  return std::unique_ptr<Datastore>(new Datastore(env, path, std::move(chunks)));
+}
+
+Result<std::vector<GroupRef>> Datastore::ListGroups(const std::string& ns) const {
+  std::string base = ns.empty() ? path_ : JoinPath(path_, GroupRef{ns, "", ""}.RelDir());
+  std::vector<GroupRef> groups;
+  for (const char* type : {"ct", "host", "vm"}) {
+    std::string type_dir = JoinPath(base, type);
+    CAIRN_ASSIGN_OR_RETURN(auto ids, ListOrEmpty(env_, type_dir));
+    std::sort(ids.begin(), ids.end());
+    for (const auto& id : ids) {
+      auto group = ParseGroup(ns, fmt::format("{}/{}", type, id));
+      if (group.ok() && IsDir(env_, JoinPath(type_dir, id))) groups.push_back(*group);
+    }
+  }
+  return groups;
+}
+
+Result<std::vector<std::string>> Datastore::ListNamespaces(const std::string& ns) const {
+  std::string base = ns.empty() ? path_ : JoinPath(path_, GroupRef{ns, "", ""}.RelDir());
+  CAIRN_ASSIGN_OR_RETURN(auto names, ListOrEmpty(env_, JoinPath(base, "ns")));
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> out;
+  for (const auto& name : names) {
+    std::string full = ns.empty() ? name : ns + "/" + name;
+    if (ValidateNamespace(full).ok()) out.push_back(full);
+  }
+  return out;
+}
+
+Result<std::vector<SnapshotRef>> Datastore::ListSnapshots(const GroupRef& group) const {
+  std::string dir = GroupDir(group);
+  CAIRN_ASSIGN_OR_RETURN(auto names, ListOrEmpty(env_, dir));
+  std::vector<SnapshotRef> snaps;
+  for (const auto& name : names) {
+    auto time = ParseRfc3339(name);
+    if (!time.ok()) continue;  // lock file, temporary names
+    if (!env_.Stat(JoinPath(JoinPath(dir, name), index::kManifestFileName)).ok()) {
+      continue;  // unfinished backup: does not exist for readers
+    }
+    snaps.push_back(SnapshotRef{group, *time});
+  }
+  std::sort(snaps.begin(), snaps.end(),
+            [](const SnapshotRef& a, const SnapshotRef& b) { return a.time < b.time; });
+  return snaps;
+}
+
+Status Datastore::ListAllIn(const std::string& ns, int depth, std::vector<SnapshotRef>* out) const {
+  CAIRN_ASSIGN_OR_RETURN(auto groups, ListGroups(ns));
+  for (const auto& g : groups) {
+    CAIRN_ASSIGN_OR_RETURN(auto snaps, ListSnapshots(g));
+    out->insert(out->end(), snaps.begin(), snaps.end());
+  }
+  if (depth >= 7) return Status::Ok();
+  CAIRN_ASSIGN_OR_RETURN(auto children, ListNamespaces(ns));
+  for (const auto& child : children) CAIRN_RETURN_IF_ERROR(ListAllIn(child, depth + 1, out));
+  return Status::Ok();
+}
+
+Result<std::vector<SnapshotRef>> Datastore::ListAllSnapshots() const {
+  std::vector<SnapshotRef> out;
+  CAIRN_RETURN_IF_ERROR(ListAllIn("", 0, &out));
+  return out;
+}
+
+Result<SnapshotRef> Datastore::Resolve(const SnapshotSpec& spec) const {
+  CAIRN_ASSIGN_OR_RETURN(auto snaps, ListSnapshots(spec.group));
+  if (spec.latest) {
+    if (snaps.empty()) {
+      return NotFoundError(fmt::format("group {} has no finished snapshot in datastore {}",
+                                       spec.group.ToString(), path_));
+    }
+    return snaps.back();
+  }
+  SnapshotRef want{spec.group, spec.time};
+  if (std::find(snaps.begin(), snaps.end(), want) == snaps.end()) {
+    return NotFoundError(fmt::format("snapshot {} not found in datastore {}", want.ToString(),
+                                     path_));
+  }
+  return want;
+}
+
+Result<index::Manifest> Datastore::ReadManifest(const SnapshotRef& snap) const {
+  std::string path = JoinPath(SnapshotDir(snap), index::kManifestFileName);
+  auto data = ReadWholeFile(env_, path, kMaxManifestFile);
+  if (!data.ok()) return data.status();
+  auto manifest = index::DecodeManifest(*data);
+  if (!manifest.ok()) {
+    return DataLossError(fmt::format("manifest {}: {}", path, manifest.status().message()));
+  }
+  if (manifest->type != snap.group.type || manifest->id != snap.group.id ||
+      manifest->time != snap.TimeString()) {
+    return DataLossError(fmt::format("manifest {} names snapshot {}/{}/{}, not {}", path,
+                                     manifest->type, manifest->id, manifest->time,
+                                     snap.ToString()));
+  }
+  return manifest;
+}
+
+Result<index::FixedIndex> Datastore::ReadImageIndex(const SnapshotRef& snap,
+                                                    const index::ArchiveEntry& entry) const {
+  std::string path = JoinPath(SnapshotDir(snap), entry.FileName());
+  CAIRN_ASSIGN_OR_RETURN(index::FixedIndex idx, index::ReadFixedIndex(env_, path));
+  if (idx.image_size() != entry.size || idx.chunk_size() != entry.chunk_size ||
+      idx.csum() != entry.csum) {
+    return DataLossError(fmt::format(
+        "{}: index does not match the manifest of {} (size {} vs {}, checksum {} vs {})", path,
+        snap.ToString(), idx.image_size(), entry.size, crypto::DigestHex(idx.csum()),
+        crypto::DigestHex(entry.csum)));
+  }
+  return idx;
+}
+
+Result<Bytes> Datastore::ReadBlobArchive(const SnapshotRef& snap,
+                                         const index::ArchiveEntry& entry) const {
+  std::string path = JoinPath(SnapshotDir(snap), entry.FileName());
+  auto stored = ReadWholeFile(env_, path, kMaxBlobFile);
+  if (!stored.ok()) {
+    if (stored.status().code() == StatusCode::kInvalidArgument) {
+      return DataLossError(std::string(stored.status().message()));
+    }
+    return stored.status();
+  }
+  if (crypto::Sha256(*stored) != entry.csum) {
+    return DataLossError(fmt::format("{}: blob checksum does not match the manifest of {}", path,
+                                     snap.ToString()));
+  }
+  auto plain = blob::Decode(*stored);
+  if (!plain.ok()) return DataLossError(fmt::format("{}: {}", path, plain.status().message()));
+  if (plain->size() != entry.size) {
+    return DataLossError(fmt::format("{}: {} bytes, manifest says {}", path, plain->size(),
+                                     entry.size));
+  }
+  return plain;
+}
+
+std::optional<VerifyState> Datastore::ReadVerifyState(const SnapshotRef& snap) const {
+  auto stored = ReadWholeFile(env_, JoinPath(SnapshotDir(snap), kVerifyStateFileName), 1 << 20);
+  if (!stored.ok()) return std::nullopt;
+  auto plain = blob::Decode(*stored);
+  if (!plain.ok()) return std::nullopt;
+  json j = json::parse(AsStringView(*plain), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  try {
+    if (j.at("version").get<int>() != format::kVerifyStateVersion) return std::nullopt;
+    VerifyState state;
+    std::string outcome = j.at("state").get<std::string>();
+    if (outcome != "ok" && outcome != "failed") return std::nullopt;
+    state.outcome = outcome == "ok" ? VerifyOutcome::kOk : VerifyOutcome::kFailed;
+    state.time = j.at("time").get<int64_t>();
+    state.errors = j.at("errors").get<uint64_t>();
+    return state;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+Status Datastore::WriteVerifyState(const SnapshotRef& snap, const VerifyState& state) const {
+  json j = {{"version", format::kVerifyStateVersion},
+            {"state", state.outcome == VerifyOutcome::kOk ? "ok" : "failed"},
+            {"time", state.time},
+            {"errors", state.errors}};
+  CAIRN_ASSIGN_OR_RETURN(Bytes stored, blob::Encode(AsBytes(j.dump())));
+  return WriteFileAtomic(env_, JoinPath(SnapshotDir(snap), kVerifyStateFileName), stored);
+}
+
+Result<std::unique_ptr<FileLock>> Datastore::LockGroup(const GroupRef& group) const {
+  std::string dir = GroupDir(group);
+  CAIRN_RETURN_IF_ERROR(CreateDirs(env_, dir));
+  auto lock = env_.TryLock(JoinPath(dir, ".lock"), /*exclusive=*/true);
+  if (!lock.ok() && lock.status().code() == StatusCode::kUnavailable) {
+    return UnavailableError(fmt::format(
+        "another backup of {} is running in datastore {}; try again when it has finished",
+        group.ToString(), path_));
+  }
+  return lock;
+}
+
+}  // namespace cairn::datastore

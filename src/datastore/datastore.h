@@ -1,0 +1,98 @@
+// Datastore: a directory holding a chunk store and the snapshots that
+// reference it.
+//
+//   STORE/.cairn-datastore           marker + format version (JSON), written last by Init
+//   STORE/.chunks/XXXX/<id>          chunks (store/local_chunk_store.h)
+//   STORE/[ns/A/]TYPE/ID/.lock       group lock, held by a running backup
+//   STORE/[ns/A/]TYPE/ID/TIME/       one snapshot:
+//       index.json.blob              manifest, written last: no manifest, no snapshot
+//       NAME.img.fidx, NAME.blob     archives
+//       verify.json.blob             last verify result (kept apart from the manifest)
+//
+// Readers never take locks; a backup holds its group's lock for its whole
+// run, so two backups of one group cannot interleave.
+//
+// Thread safety: const after Open; methods may be called concurrently.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/env.h"
+#include "datastore/snapshot_ref.h"
+#include "index/fixed_index.h"
+#include "index/manifest.h"
+#include "store/local_chunk_store.h"
+
+namespace cairn::datastore {
+
+enum class VerifyOutcome { kOk, kFailed };
+
+struct VerifyState {
+  VerifyOutcome outcome = VerifyOutcome::kOk;
+  int64_t time = 0;  // Unix seconds when the verify run started
+  uint64_t errors = 0;
+};
+
+class Datastore {
+ public:
+  // Creates a datastore at `path`, which must not exist or be an empty
+  // directory. The marker file is written last, so an interrupted init
+  // leaves nothing that Open() accepts.
+  static Status Init(Env& env, const std::string& path);
+  // REQUIRES: env outlives the datastore.
+  static Result<std::unique_ptr<Datastore>> Open(Env& env, const std::string& path);
+
+  Env& env() const { return env_; }
+  const std::string& path() const { return path_; }
+  store::LocalChunkStore& chunks() const { return *chunks_; }
+
+  std::string GroupDir(const GroupRef& g) const { return JoinPath(path_, g.RelDir()); }
+  std::string SnapshotDir(const SnapshotRef& s) const { return JoinPath(path_, s.RelDir()); }
+
+  // Groups in namespace `ns` (not descending into child namespaces).
+  Result<std::vector<GroupRef>> ListGroups(const std::string& ns) const;
+  // Child namespaces of `ns`, as full paths ("a/b").
+  Result<std::vector<std::string>> ListNamespaces(const std::string& ns) const;
+  // Finished snapshots (manifest present) of `group`, oldest first.
+  Result<std::vector<SnapshotRef>> ListSnapshots(const GroupRef& group) const;
+  // Every finished snapshot in every namespace.
+  Result<std::vector<SnapshotRef>> ListAllSnapshots() const;
+
+  // Resolves "TYPE/ID/TIME" or "TYPE/ID/latest" to a finished snapshot.
+  Result<SnapshotRef> Resolve(const SnapshotSpec& spec) const;
+
+  Result<index::Manifest> ReadManifest(const SnapshotRef& snap) const;
+  // Reads an image archive's index and checks it against the manifest entry
+  // (size, chunk size, checksum). DataLoss names snapshot and archive.
+  Result<index::FixedIndex> ReadImageIndex(const SnapshotRef& snap,
+                                           const index::ArchiveEntry& entry) const;
+  // Reads a blob archive's stored bytes, checking size and SHA-256 against
+  // the manifest, and returns its plaintext.
+  Result<Bytes> ReadBlobArchive(const SnapshotRef& snap, const index::ArchiveEntry& entry) const;
+
+  // nullopt when the snapshot was never verified (or its state is unreadable).
+  std::optional<VerifyState> ReadVerifyState(const SnapshotRef& snap) const;
+  Status WriteVerifyState(const SnapshotRef& snap, const VerifyState& state) const;
+
+  // Exclusive lock on a group for a backup. Unavailable (with a message that
+  // says so) when another backup of the group is running.
+  Result<std::unique_ptr<FileLock>> LockGroup(const GroupRef& group) const;
+
+ private:
+  Datastore(Env& env, std::string path, std::unique_ptr<store::LocalChunkStore> chunks)
+      : env_(env), path_(std::move(path)), chunks_(std::move(chunks)) {}
+
+  Status ListAllIn(const std::string& ns, int depth, std::vector<SnapshotRef>* out) const;
+
+  Env& env_;
+  std::string path_;
+  std::unique_ptr<store::LocalChunkStore> chunks_;
+};
+
+inline constexpr char kDatastoreMarker[] = ".cairn-datastore";
+inline constexpr char kVerifyStateFileName[] = "verify.json.blob";
+
+}  // namespace cairn::datastore

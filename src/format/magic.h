@@ -1,0 +1,27 @@
+// Every magic number and format version of cairn, in one place.
+// docs/FORMAT.md describes the byte layout behind each of them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace cairn::format {
+
+using Magic = std::array<uint8_t, 8>;
+
+// Chunk and blob files (.chunks/…, NAME.blob, index.json.blob).
+inline constexpr Magic kBlobMagic = {'C', 'A', 'I', 'R', 'N', 'B', 'L', 'B'};
+inline constexpr uint16_t kBlobVersion = 1;
+
+// Fixed index of an image archive (NAME.img.fidx).
+inline constexpr Magic kFixedIndexMagic = {'C', 'A', 'I', 'R', 'N', 'F', 'I', 'X'};
+inline constexpr uint16_t kFixedIndexVersion = 1;
+
+// Datastore marker file (.cairn-datastore): JSON, this format version.
+inline constexpr int kDatastoreVersion = 1;
+// Manifest JSON schema version (inside index.json.blob).
+inline constexpr int kManifestVersion = 1;
+// Verify state JSON schema version (inside verify.json.blob).
+inline constexpr int kVerifyStateVersion = 1;
+
+}  // namespace cairn::format

@@ -1,0 +1,139 @@
+#include "index/fixed_index.h"
+
+#include <bit>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "format/coding.h"
+#include "format/crc32c.h"
+#include "format/magic.h"
+
+namespace cairn::index {
+namespace {
+
+// Header byte offsets (docs/FORMAT.md, "Fixed index").
+constexpr size_t kOffVersion = 8;
+constexpr size_t kOffChunkSize = 12;
+constexpr size_t kOffImageSize = 16;
+constexpr size_t kOffChunkCount = 24;
+constexpr size_t kOffCsum = 32;
+constexpr size_t kOffHeaderCrc = 64;  // CRC32C of bytes [0, 64)
+
+crypto::Digest DigestsCsum(const std::vector<crypto::Digest>& digests) {
+  crypto::Sha256Hasher h;
+  for (const auto& d : digests) h.Update(d);
+  return h.Finish();
+}
+
+}  // namespace
+
+FixedIndex::FixedIndex(uint64_t image_size, uint32_t chunk_size,
+                       std::vector<crypto::Digest> digests)
+    : image_size_(image_size), chunk_size_(chunk_size), digests_(std::move(digests)) {
+  csum_ = DigestsCsum(digests_);
+}
+
+Status FixedIndex::ValidateChunkSize(uint32_t chunk_size) {
+  if (!std::has_single_bit(chunk_size) || chunk_size < kMinChunkSize ||
+      chunk_size > kMaxChunkSize) {
+    return InvalidArgumentError(fmt::format(
+        "chunk size {} must be a power of two between {} and {}", chunk_size, kMinChunkSize,
+        kMaxChunkSize));
+  }
+  return Status::Ok();
+}
+
+uint32_t FixedIndex::ChunkLength(size_t i) const {
+  uint64_t end = std::min<uint64_t>(ChunkOffset(i) + chunk_size_, image_size_);
+  return static_cast<uint32_t>(end - ChunkOffset(i));
+}
+
+Bytes FixedIndex::Encode() const {
+  Bytes out(kFixedIndexHeaderSize + digests_.size() * 32, 0);
+  uint8_t* h = out.data();
+  std::memcpy(h, format::kFixedIndexMagic.data(), 8);
+  format::PutU16(h + kOffVersion, format::kFixedIndexVersion);
+  format::PutU32(h + kOffChunkSize, chunk_size_);
+  format::PutU64(h + kOffImageSize, image_size_);
+  format::PutU64(h + kOffChunkCount, digests_.size());
+  std::memcpy(h + kOffCsum, csum_.data(), 32);
+  format::PutU32(h + kOffHeaderCrc, format::Crc32c(ByteSpan(h, kOffHeaderCrc)));
+  uint8_t* p = h + kFixedIndexHeaderSize;
+  for (const auto& d : digests_) {
+    std::memcpy(p, d.data(), 32);
+    p += 32;
+  }
+  return out;
+}
+
+Result<FixedIndex> FixedIndex::Decode(ByteSpan file) {
+  if (file.size() < kFixedIndexHeaderSize) {
+    return DataLossError(fmt::format("fixed index truncated: {} bytes, header needs {}",
+                                     file.size(), kFixedIndexHeaderSize));
+  }
+  const uint8_t* h = file.data();
+  if (std::memcmp(h, format::kFixedIndexMagic.data(), 8) != 0) {
+    return DataLossError("not a cairn fixed index (bad magic)");
+  }
+  uint32_t header_crc = format::GetU32(h + kOffHeaderCrc);
+  uint32_t computed = format::Crc32c(ByteSpan(h, kOffHeaderCrc));
+  if (header_crc != computed) {
+    return DataLossError(fmt::format("fixed index header CRC mismatch (stored 0x{:08x}, "
+                                     "computed 0x{:08x})",
+                                     header_crc, computed));
+  }
+  uint16_t version = format::GetU16(h + kOffVersion);
+  if (version != format::kFixedIndexVersion) {
+    return DataLossError(fmt::format("unsupported fixed index version {}", version));
+  }
+  uint32_t chunk_size = format::GetU32(h + kOffChunkSize);
+  uint64_t image_size = format::GetU64(h + kOffImageSize);
+  uint64_t count = format::GetU64(h + kOffChunkCount);
+  if (Status s = ValidateChunkSize(chunk_size); !s.ok()) {
+    return DataLossError(fmt::format("fixed index: {}", s.message()));
+  }
+  if (image_size > kMaxImageSize) {
+    return DataLossError(fmt::format("fixed index: image size {} exceeds the limit", image_size));
+  }
+  if (count != ChunkCount(image_size, chunk_size)) {
+    return DataLossError(fmt::format("fixed index: {} chunks listed, {} bytes need {}", count,
+                                     image_size, ChunkCount(image_size, chunk_size)));
+  }
+  if ((file.size() - kFixedIndexHeaderSize) != count * 32) {
+    return DataLossError(fmt::format("fixed index: {} bytes of digests, expected {} (truncated?)",
+                                     file.size() - kFixedIndexHeaderSize, count * 32));
+  }
+  std::vector<crypto::Digest> digests(count);
+  const uint8_t* p = h + kFixedIndexHeaderSize;
+  for (auto& d : digests) {
+    std::memcpy(d.data(), p, 32);
+    p += 32;
+  }
+  FixedIndex index(image_size, chunk_size, std::move(digests));
+  if (std::memcmp(index.csum_.data(), h + kOffCsum, 32) != 0) {
+    return DataLossError("fixed index: digest checksum mismatch (digests corrupted)");
+  }
+  return index;
+}
+
+Result<FixedIndex> ReadFixedIndex(Env& env, const std::string& path) {
+  constexpr uint64_t kMaxFile =
+      kFixedIndexHeaderSize + (kMaxImageSize / kMinChunkSize) * 32;
+  CAIRN_ASSIGN_OR_RETURN(Bytes data, ReadWholeFile(env, path, kMaxFile));
+  auto index = FixedIndex::Decode(data);
+  if (!index.ok()) return index.status().WithContext(path);
+  return index;
+}
+
+crypto::Digest ZeroChunkDigest(uint32_t length) {
+  static const crypto::Digest kDefault = [] {
+    Bytes zeros(kDefaultChunkSize, 0);
+    return crypto::Sha256(zeros);
+  }();
+  if (length == kDefaultChunkSize) return kDefault;
+  Bytes zeros(length, 0);
+  return crypto::Sha256(zeros);
+}
+
+}  // namespace cairn::index

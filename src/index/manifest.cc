@@ -1,0 +1,136 @@
+#include "index/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+
+#include "blob/blob.h"
+#include "format/magic.h"
+
+namespace cairn::index {
+namespace {
+
+using nlohmann::json;
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+// Reads a required field of the expected JSON type, or fails with DataLoss.
+template <typename T>
+Status GetField(const json& j, const char* key, T* out) {
+  auto it = j.find(key);
+  if (it == j.end()) return DataLossError(fmt::format("manifest: missing field '{}'", key));
+  try {
+    *out = it->get<T>();
+  } catch (const json::exception& e) {
+    return DataLossError(fmt::format("manifest: field '{}' has the wrong type", key));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string ArchiveEntry::FileName() const {
+  return kind == ArchiveKind::kImage ? name + ".fidx" : name;
+}
+
+const ArchiveEntry* Manifest::Find(std::string_view archive) const {
+  for (const auto& a : archives) {
+    if (a.name == archive) return &a;
+  }
+  return nullptr;
+}
+
+Result<ArchiveKind> ParseArchiveName(std::string_view name) {
+  auto bad = [&](std::string_view why) {
+    return InvalidArgumentError(fmt::format("archive name '{}': {}", name, why));
+  };
+  if (name.empty() || name.size() > 128) return bad("must be 1 to 128 characters");
+  if (name[0] == '.' || name[0] == '-') return bad("must start with a letter or digit");
+  for (char c : name) {
+    if (!IsNameChar(c)) return bad("may contain only letters, digits, '.', '_' and '-'");
+  }
+  if (name.ends_with(".img") && name.size() > 4) return ArchiveKind::kImage;
+  if (name.ends_with(".blob") && name.size() > 5) return ArchiveKind::kBlob;
+  return bad("must end in .img (disk image) or .blob (small file stored whole)");
+}
+
+std::string ManifestToJson(const Manifest& m) {
+  json archives = json::array();
+  for (const auto& a : m.archives) {
+    json e = {{"name", a.name},
+              {"kind", a.kind == ArchiveKind::kImage ? "img" : "blob"},
+              {"size", a.size},
+              {"csum", crypto::DigestHex(a.csum)}};
+    if (a.kind == ArchiveKind::kImage) e["chunk_size"] = a.chunk_size;
+    archives.push_back(std::move(e));
+  }
+  json j = {{"version", format::kManifestVersion},
+            {"type", m.type},
+            {"id", m.id},
+            {"time", m.time},
+            {"ns", m.ns},
+            {"archives", std::move(archives)},
+            {"created_unix", m.created_unix},
+            {"created_by", m.created_by}};
+  return j.dump(2);
+}
+
+Result<Manifest> ManifestFromJson(std::string_view text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return DataLossError("manifest: not a JSON object");
+  int version = 0;
+  CAIRN_RETURN_IF_ERROR(GetField(j, "version", &version));
+  if (version != format::kManifestVersion) {
+    return DataLossError(fmt::format("manifest: unsupported version {}", version));
+  }
+  Manifest m;
+  CAIRN_RETURN_IF_ERROR(GetField(j, "type", &m.type));
+  CAIRN_RETURN_IF_ERROR(GetField(j, "id", &m.id));
+  CAIRN_RETURN_IF_ERROR(GetField(j, "time", &m.time));
+  CAIRN_RETURN_IF_ERROR(GetField(j, "ns", &m.ns));
+  CAIRN_RETURN_IF_ERROR(GetField(j, "created_unix", &m.created_unix));
+  CAIRN_RETURN_IF_ERROR(GetField(j, "created_by", &m.created_by));
+  auto it = j.find("archives");
+  if (it == j.end() || !it->is_array()) return DataLossError("manifest: 'archives' missing");
+  for (const json& e : *it) {
+    if (!e.is_object()) return DataLossError("manifest: archive entry is not an object");
+    ArchiveEntry a;
+    std::string kind;
+    std::string csum;
+    CAIRN_RETURN_IF_ERROR(GetField(e, "name", &a.name));
+    CAIRN_RETURN_IF_ERROR(GetField(e, "kind", &kind));
+    CAIRN_RETURN_IF_ERROR(GetField(e, "size", &a.size));
+    CAIRN_RETURN_IF_ERROR(GetField(e, "csum", &csum));
+    auto parsed = ParseArchiveName(a.name);
+    if (!parsed.ok()) return DataLossError(fmt::format("manifest: {}", parsed.status().message()));
+    a.kind = *parsed;
+    if ((kind == "img") != (a.kind == ArchiveKind::kImage) || (kind != "img" && kind != "blob")) {
+      return DataLossError(fmt::format("manifest: archive '{}' has kind '{}'", a.name, kind));
+    }
+    if (!FromHex(csum, a.csum)) {
+      return DataLossError(fmt::format("manifest: archive '{}' has a malformed csum", a.name));
+    }
+    if (a.kind == ArchiveKind::kImage) {
+      CAIRN_RETURN_IF_ERROR(GetField(e, "chunk_size", &a.chunk_size));
+    }
+    if (m.Find(a.name) != nullptr) {
+      return DataLossError(fmt::format("manifest: archive '{}' listed twice", a.name));
+    }
+    m.archives.push_back(std::move(a));
+  }
+  return m;
+}
+
+Result<Bytes> EncodeManifest(const Manifest& m) {
+  return blob::Encode(AsBytes(ManifestToJson(m)));
+}
+
+Result<Manifest> DecodeManifest(ByteSpan stored) {
+  CAIRN_ASSIGN_OR_RETURN(Bytes json_bytes, blob::Decode(stored));
+  return ManifestFromJson(AsStringView(json_bytes));
+}
+
+}  // namespace cairn::index

@@ -1,0 +1,63 @@
+// Manifest: the list of a snapshot's archives, written last and atomically
+// (index.json.blob). A snapshot directory without a manifest is an
+// unfinished backup and does not exist for readers.
+//
+// The manifest is JSON (schema in docs/FORMAT.md) wrapped in a blob, so its
+// bytes carry a CRC32C; the decoder checks every field and rejects unknown
+// versions. Per-archive `csum` is the fixed index checksum for images and
+// the SHA-256 of the stored blob file for blobs.
+//
+// Thread safety: value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/bytes.h"
+#include "base/env.h"
+#include "base/status.h"
+#include "crypto/sha256.h"
+
+namespace cairn::index {
+
+enum class ArchiveKind { kImage, kBlob };
+
+struct ArchiveEntry {
+  std::string name;  // "disk0.img", "vm.conf.blob"
+  ArchiveKind kind = ArchiveKind::kImage;
+  uint64_t size = 0;        // image bytes, or blob plaintext bytes
+  crypto::Digest csum{};    // see file comment
+  uint32_t chunk_size = 0;  // images only
+
+  // File in the snapshot directory that holds the archive's index or blob.
+  std::string FileName() const;
+};
+
+struct Manifest {
+  std::string type;  // vm, ct, host
+  std::string id;
+  std::string time;  // RFC 3339 UTC, "2026-11-30T05:00:00Z"
+  std::string ns;    // namespace path, "" for the root
+  std::vector<ArchiveEntry> archives;
+  int64_t created_unix = 0;
+  std::string created_by;  // "cairn 0.1.0"
+
+  const ArchiveEntry* Find(std::string_view name) const;
+};
+
+// Archive names: [A-Za-z0-9][A-Za-z0-9._-]* ending in ".img" or ".blob",
+// at most 128 bytes. InvalidArgument otherwise.
+Result<ArchiveKind> ParseArchiveName(std::string_view name);
+
+std::string ManifestToJson(const Manifest& m);
+// DataLoss on malformed JSON or a field of the wrong type or value.
+Result<Manifest> ManifestFromJson(std::string_view json);
+
+// Blob-wrapped encode/decode (the on-disk form).
+Result<Bytes> EncodeManifest(const Manifest& m);
+Result<Manifest> DecodeManifest(ByteSpan stored);
+
+inline constexpr char kManifestFileName[] = "index.json.blob";
+
+}  // namespace cairn::index

@@ -1,0 +1,83 @@
+// WorkerGroup: N threads running one stage function, with first-error
+// semantics: the first non-OK Status a worker returns is kept, and the
+// `on_error` hook (typically cancelling the stage's queues) runs once so
+// every other stage stops promptly. Wait() joins and returns that error.
+//
+// Exceptions never escape a worker: they become an Internal status.
+//
+// Thread safety: Start/Wait from one thread; Fail() from any thread.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+
+namespace cairn::pipeline {
+
+class WorkerGroup {
+ public:
+  explicit WorkerGroup(std::function<void()> on_error = {}) : on_error_(std::move(on_error)) {}
+  ~WorkerGroup() { Join(); }
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Starts `count` threads, each running fn(worker_index).
+  void Start(int count, std::function<Status(int)> fn) {
+    for (int i = 0; i < count; ++i) {
+      threads_.emplace_back([this, fn, i] {
+        Status s;
+        try {
+          s = fn(i);
+        } catch (const std::exception& e) {
+          s = InternalError(std::string("uncaught exception in worker: ") + e.what());
+        }
+        if (!s.ok()) Fail(std::move(s));
+      });
+    }
+  }
+
+  // Records `s` if it is the first error and runs the on_error hook once.
+  void Fail(Status s) {
+    bool first = false;
+    {
+      std::lock_guard lock(mu_);
+      if (first_error_.ok()) {
+        first_error_ = std::move(s);
+        first = true;
+      }
+    }
+    if (first && on_error_) on_error_();
+  }
+
+  bool failed() {
+    std::lock_guard lock(mu_);
+    return !first_error_.ok();
+  }
+
+  // Joins all threads; returns the first error (OK if none).
+  Status Wait() {
+    Join();
+    std::lock_guard lock(mu_);
+    return first_error_;
+  }
+
+ private:
+  void Join() {
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+    threads_.clear();
+  }
+
+  std::function<void()> on_error_;
+  std::vector<std::jthread> threads_;
+  std::mutex mu_;
+  Status first_error_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace cairn::pipeline

@@ -1,0 +1,29 @@
+// Restore of one archive of a snapshot to a target path, a device or "-".
+#pragma once
+
+#include <string>
+
+#include "datastore/datastore.h"
+#include "restore/image_restore.h"
+
+namespace cairn::restore {
+
+struct RestoreRequest {
+  datastore::SnapshotSpec snapshot;
+  std::string archive;  // "disk0.img", "vm.conf.blob"
+  std::string target;   // path or "-"
+  bool overwrite = false;
+};
+
+struct RestoreReport {
+  datastore::SnapshotRef snapshot;
+  std::string archive;
+  std::string target;
+  ImageRestoreStats stats;
+  double seconds = 0;
+};
+
+// Errors name the snapshot, archive and target.
+Result<RestoreReport> RunRestore(const datastore::Datastore& store, const RestoreRequest& request);
+
+}  // namespace cairn::restore

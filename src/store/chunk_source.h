@@ -1,0 +1,76 @@
+// ChunkSource and ChunkSink: the seam between the flows (backup, restore,
+// verify) and where chunks live. The local chunk store implements both; a
+// remote server, an object store and test wrappers (injected latency and
+// faults) implement the same interfaces later, and the pipelines never know
+// which one they talk to.
+//
+// A source returns the *stored* bytes (a blob); checking and decoding them
+// is the caller's CPU stage, so I/O and CPU work can run on separate stages.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "base/bytes.h"
+#include "base/status.h"
+#include "crypto/sha256.h"
+
+namespace cairn::store {
+
+using ChunkId = crypto::Digest;
+
+// What a source is, so the concurrency controller can pick a starting point.
+enum class MediumKind { kUnknown, kRotational, kFlash, kNetwork, kMemory };
+
+struct SourceTraits {
+  MediumKind medium = MediumKind::kUnknown;
+  // A reasonable starting number of reads in flight for this medium.
+  int initial_reads_in_flight = 4;
+  std::string description;  // "local store /srv/store", for logs
+};
+
+using ReadCallback = std::function<void(Result<Bytes>)>;
+
+// Thread safety: all methods may be called concurrently from any thread.
+class ChunkSource {
+ public:
+  virtual ~ChunkSource() = default;
+
+  // Reads the stored bytes of `id`. NotFound when the chunk is absent,
+  // DataLoss when it cannot be read back, Unavailable when worth retrying.
+  // Errors name the chunk and the source.
+  virtual Result<Bytes> Read(const ChunkId& id) = 0;
+
+  // Starts reading `id`; `done` runs exactly once, possibly on this thread
+  // before ReadAsync returns (the default does exactly that), with the
+  // bytes or a Status as from Read(). `done` must not block.
+  // REQUIRES: the source outlives every pending read.
+  virtual void ReadAsync(const ChunkId& id, ReadCallback done) { done(Read(id)); }
+
+  virtual SourceTraits Traits() const = 0;
+};
+
+struct InsertResult {
+  bool inserted = false;  // false: an identical chunk was already stored
+  uint64_t stored_bytes = 0;
+};
+
+// Thread safety: all methods may be called concurrently from any thread.
+class ChunkSink {
+ public:
+  virtual ~ChunkSink() = default;
+
+  // Stores the encoded blob `stored` under `id`, atomically: readers see the
+  // whole chunk or none. An existing chunk with this id is left as it is.
+  virtual Result<InsertResult> Insert(const ChunkId& id, ByteSpan stored) = 0;
+
+  // True when a chunk with this id is stored (without reading it).
+  virtual Result<bool> Contains(const ChunkId& id) = 0;
+
+  // Makes every chunk inserted so far durable. Called before a manifest
+  // that references them is written.
+  virtual Status Flush() = 0;
+};
+
+}  // namespace cairn::store

@@ -1,0 +1,51 @@
+// LocalChunkStore: one file per chunk under DIR/.chunks/XXXX/<64-hex id>,
+// where XXXX is the first two bytes of the id in hex (65 536 prefix
+// directories, created once by Create()).
+//
+// Inserts are atomic without any store-wide lock: the blob is written to a
+// temporary file beside its final name, then renamed into place. A chunk
+// already present (same id, non-empty) is never rewritten. Durability is
+// batched: chunk files are not fsynced one by one; Flush() runs syncfs(2)
+// once on the store's file system before a manifest is written (see the
+// fsync policy in docs/ARCHITECTURE.md). Temporary files left by a killed
+// writer ("*.tmp-…") are ignored by readers and removed by GC.
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "base/env.h"
+#include "store/chunk_source.h"
+
+namespace cairn::store {
+
+class LocalChunkStore final : public ChunkSource, public ChunkSink {
+ public:
+  // Creates the .chunks tree under `dir` (which must exist).
+  static Status Create(Env& env, const std::string& dir);
+  // Opens an existing store. NotFound when `dir`/.chunks is missing.
+  // REQUIRES: env outlives the store.
+  static Result<std::unique_ptr<LocalChunkStore>> Open(Env& env, const std::string& dir);
+
+  Result<Bytes> Read(const ChunkId& id) override;
+  SourceTraits Traits() const override;
+  Result<InsertResult> Insert(const ChunkId& id, ByteSpan stored) override;
+  Result<bool> Contains(const ChunkId& id) override;
+  Status Flush() override;
+
+  // Path of the file holding `id`.
+  std::string ChunkPath(const ChunkId& id) const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  LocalChunkStore(Env& env, std::string dir) : env_(env), dir_(std::move(dir)) {}
+
+  Env& env_;
+  std::string dir_;
+  std::atomic<uint64_t> tmp_counter_{0};
+};
+
+}  // namespace cairn::store

@@ -1,0 +1,140 @@
+#include "verify/verify.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "blob/blob.h"
+
+namespace cairn::verify {
+namespace {
+
+// One distinct chunk and the archives that use it.
+struct ChunkUse {
+  crypto::Digest id;
+  uint32_t length;
+  uint32_t archive;  // index into Collected::archives
+};
+
+struct Collected {
+  std::vector<std::string> archives;      // "vm/100/… disk0.img"
+  std::vector<size_t> archive_snapshot;   // archive → index into snapshots
+  std::vector<ChunkUse> uses;
+};
+
+void AddProblem(VerifyReport* report, std::string what, const Status& s,
+                std::vector<std::string> affected) {
+  report->problems.push_back(Problem{std::move(what), std::string(s.message()),
+                                     s.code() == StatusCode::kNotFound, std::move(affected)});
+}
+
+// Reads the manifest and every index of one snapshot, adding its chunk uses.
+void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx, VerifyReport* report,
+                     Collected* c) {
+  SnapshotResult& result = report->snapshots[snap_idx];
+  const datastore::SnapshotRef& snap = result.snapshot;
+  auto manifest = store.ReadManifest(snap);
+  if (!manifest.ok()) {
+    result.ok = false;
+    AddProblem(report, "manifest of " + snap.ToString(), manifest.status(), {snap.ToString()});
+    return;
+  }
+  for (const auto& entry : manifest->archives) {
+    std::string label = fmt::format("{} {}", snap.ToString(), entry.name);
+    if (entry.kind == index::ArchiveKind::kBlob) {
+      auto data = store.ReadBlobArchive(snap, entry);
+      if (!data.ok()) {
+        result.ok = false;
+        AddProblem(report, "blob " + entry.name, data.status(), {label});
+      }
+      continue;
+    }
+    auto idx = store.ReadImageIndex(snap, entry);
+    if (!idx.ok()) {
+      result.ok = false;
+      AddProblem(report, "index " + entry.FileName(), idx.status(), {label});
+      continue;
+    }
+    uint32_t archive = static_cast<uint32_t>(c->archives.size());
+    c->archives.push_back(label);
+    c->archive_snapshot.push_back(snap_idx);
+    for (size_t i = 0; i < idx->chunk_count(); ++i) {
+      c->uses.push_back(ChunkUse{idx->digest(i), idx->ChunkLength(i), archive});
+    }
+    result.chunks += idx->chunk_count();
+  }
+}
+
+Status CheckChunk(store::ChunkSource& source, const ChunkUse& use, VerifyReport* report) {
+  CAIRN_ASSIGN_OR_RETURN(Bytes stored, source.Read(use.id));
+  report->stored_bytes += stored.size();
+  CAIRN_ASSIGN_OR_RETURN(Bytes plain, blob::DecodeChunk(stored, use.id));
+  report->raw_bytes += plain.size();
+  if (plain.size() != use.length) {
+    return DataLossError(fmt::format("{} bytes, the index needs {}", plain.size(), use.length));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOptions& options) {
+  Env& env = store.env();
+  int64_t start_ns = env.NowMonotonicNanos();
+  int64_t start_unix = env.NowUnixSeconds();
+  VerifyReport report;
+  std::vector<datastore::SnapshotRef> snaps = options.snapshots;
+  if (snaps.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(snaps, store.ListAllSnapshots());
+  }
+  for (const auto& s : snaps) report.snapshots.push_back(SnapshotResult{s, true, 0});
+
+  Collected c;
+  for (size_t i = 0; i < report.snapshots.size(); ++i) CollectSnapshot(store, i, &report, &c);
+
+  // Sorted by id: each distinct chunk once, and a local store's files are
+  // visited in directory order.
+  std::sort(c.uses.begin(), c.uses.end(),
+            [](const ChunkUse& a, const ChunkUse& b) { return a.id < b.id; });
+  store::ChunkSource& source = store.chunks();
+  for (size_t i = 0; i < c.uses.size();) {
+    size_t j = i;
+    while (j < c.uses.size() && c.uses[j].id == c.uses[i].id) ++j;
+    ++report.unique_chunks;
+    Status s = CheckChunk(source, c.uses[i], &report);
+    if (!s.ok()) {
+      std::vector<std::string> affected;
+      for (size_t k = i; k < j; ++k) {
+        const std::string& label = c.archives[c.uses[k].archive];
+        if (affected.empty() || affected.back() != label) affected.push_back(label);
+        report.snapshots[c.archive_snapshot[c.uses[k].archive]].ok = false;
+      }
+      std::sort(affected.begin(), affected.end());
+      affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+      AddProblem(&report, "chunk " + crypto::DigestHex(c.uses[i].id), s, std::move(affected));
+    }
+    i = j;
+  }
+
+  if (options.record_state) {
+    for (const auto& r : report.snapshots) {
+      datastore::VerifyState state{
+          r.ok ? datastore::VerifyOutcome::kOk : datastore::VerifyOutcome::kFailed, start_unix, 0};
+      for (const auto& p : report.problems) {
+        for (const auto& a : p.affected) {
+          if (a.starts_with(r.snapshot.ToString())) ++state.errors;
+        }
+      }
+      Status s = store.WriteVerifyState(r.snapshot, state);
+      if (!s.ok()) {
+        options.logger->Warn("could not record verify state of {}: {}", r.snapshot.ToString(),
+                             s.ToString());
+      }
+    }
+  }
+  report.seconds = static_cast<double>(env.NowMonotonicNanos() - start_ns) / 1e9;
+  return report;
+}
+
+}  // namespace cairn::verify

@@ -34,6 +34,27 @@ Result<Bytes> FetchChunk(store::ChunkSource& source, const crypto::Digest& id, u
   return plain;
 }
 
+// Knows the ids of all-zero chunks: the full-size one and the short tail's.
+class ZeroIds {
+ public:
+  explicit ZeroIds(const index::FixedIndex& idx)
+      : full_(index::ZeroChunkDigest(idx.chunk_size())), chunk_size_(idx.chunk_size()) {
+    if (idx.chunk_count() > 0 && idx.ChunkLength(idx.chunk_count() - 1) != idx.chunk_size()) {
+      tail_len_ = idx.ChunkLength(idx.chunk_count() - 1);
+      tail_ = index::ZeroChunkDigest(tail_len_);
+    }
+  }
+  bool IsZero(const crypto::Digest& id, uint32_t length) const {
+    return (length == chunk_size_ && id == full_) || (length == tail_len_ && id == tail_);
+  }
+
+ private:
+  crypto::Digest full_;
+  uint32_t chunk_size_;
+  crypto::Digest tail_{};
+  uint32_t tail_len_ = 0;
+};
+
 Status WriteZeros(WritableFile& out, uint64_t offset, uint32_t length, const Bytes& zeros) {
   return out.WriteAt(offset, ByteSpan(zeros.data(), length));
 }
@@ -42,14 +63,14 @@ Status WriteZeros(WritableFile& out, uint64_t offset, uint32_t length, const Byt
 // last one (the parallel engine brings a bounded reorder buffer).
 Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source, WritableFile& out,
                        ImageRestoreStats* stats) {
-  const crypto::Digest zero_full = index::ZeroChunkDigest(idx.chunk_size());
+  const ZeroIds zero(idx);
   Bytes zeros(idx.chunk_size(), 0);
   crypto::Digest last_id{};
   Bytes last;
   for (size_t i = 0; i < idx.chunk_count(); ++i) {
     const crypto::Digest& id = idx.digest(i);
     uint32_t len = idx.ChunkLength(i);
-    if (id == zero_full && len == idx.chunk_size()) {
+    if (zero.IsZero(id, len)) {
       ++stats->zero_chunks;
       CAIRN_RETURN_IF_ERROR(out.Append(ByteSpan(zeros.data(), len)));
       continue;
@@ -84,12 +105,12 @@ Status RestoreToFile(const index::FixedIndex& idx, store::ChunkSource& source, W
 
 RestorePlan PlanImageRestore(const index::FixedIndex& idx) {
   RestorePlan plan;
-  const crypto::Digest zero_full = index::ZeroChunkDigest(idx.chunk_size());
+  const ZeroIds zero(idx);
   std::unordered_map<crypto::Digest, size_t, crypto::DigestHash> slot;
   for (size_t i = 0; i < idx.chunk_count(); ++i) {
     const crypto::Digest& id = idx.digest(i);
     uint32_t len = idx.ChunkLength(i);
-    if (id == zero_full && len == idx.chunk_size()) {
+    if (zero.IsZero(id, len)) {
       plan.zero_ranges.emplace_back(idx.ChunkOffset(i), len);
       continue;
     }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything cairn needs to build and test, from Debian 12's
+# packages. Run as root (or with sudo). Safe to run again.
+set -euo pipefail
+
+packages=(
+  build-essential g++ cmake ninja-build pkg-config git
+  libssl-dev libzstd-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  liburing-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3 zstd
+)
+# Fuzzing and sanitizer runtimes (clang's libFuzzer), only when asked.
+if [[ "${CAIRN_WITH_FUZZ:-0}" == 1 ]]; then
+  packages+=(clang libclang-rt-14-dev libfuzzer-14-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "cairn: installing ${missing[*]}" >&2
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Sets up and runs every test: installs dependencies, then
+#   1. release build: unit + integration tests (ctest)
+#   2. ASan/UBSan build: the same tests (the 2 GiB case shrunk)
+#   3. TSan build: the unit tests of the concurrent code (pipeline, backup, store)
+#   4. libFuzzer: each decoder's fuzz target for a short run
+# and ends with one line "N passed, N failed".
+#
+#   bash scripts/test.sh            everything (what CI runs)
+#   bash scripts/test.sh --quick    release build and tests only
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[[ "${1:-}" == "--quick" ]] && quick=1
+CAIRN_WITH_FUZZ=$((1 - quick)) bash scripts/setup-deps.sh || exit 1
+
+passed=0
+failed=0
+# Runs ctest in a build dir and adds its counts to the totals.
+run_ctest() {
+  local dir=$1; shift
+  local log
+  log=$(mktemp)
+  ctest --test-dir "$dir" --output-on-failure -j2 "$@" 2>&1 | tee "$log"
+  local line total bad
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
+  if [[ -z "$line" ]]; then
+    failed=$((failed + 1))
+  else
+    total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+    bad=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$line")
+    passed=$((passed + total - bad))
+    failed=$((failed + bad))
+  fi
+  rm -f "$log"
+}
+
+stage() { printf '\n=== %s\n' "$*"; }
+build() {
+  cmake --preset "$1" >/dev/null && cmake --build "build/$1" "${@:2}" || { failed=$((failed + 1)); return 1; }
+}
+
+stage "release build + tests"
+build release && run_ctest build/release
+
+if ((!quick)); then
+  stage "ASan/UBSan build + tests"
+  build asan-ubsan && CAIRN_TEST_LARGE=0 run_ctest build/asan-ubsan
+
+  stage "TSan build + concurrency tests"
+  build tsan --target cairn_unit_tests &&
+    run_ctest build/tsan -R 'Pipeline|BoundedQueue|WorkerGroup|Backup|LocalChunkStore'
+
+  stage "fuzz targets (20 s each)"
+  if bash scripts/fuzz.sh 20; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+fi
+
+printf '\n%d passed, %d failed\n' "$passed" "$failed"
+((failed == 0))

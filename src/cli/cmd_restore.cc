@@ -22,8 +22,9 @@ void Run(Context& ctx, const RestoreArgs& args) {
   if (!store.ok()) return Fail(ctx, store.status());
   auto spec = datastore::ParseSnapshotSpec(ctx.ns, args.snapshot);
   if (!spec.ok()) return Fail(ctx, spec.status());
+  int jobs = 0;
   if (args.jobs != "auto") {
-    int n = 0;
+    int& n = jobs;
     auto [p, ec] = std::from_chars(args.jobs.data(), args.jobs.data() + args.jobs.size(), n);
     if (ec != std::errc() || p != args.jobs.data() + args.jobs.size() || n < 1 || n > 1024) {
       return Fail(ctx, InvalidArgumentError(
@@ -31,7 +32,7 @@ void Run(Context& ctx, const RestoreArgs& args) {
                                        args.jobs)));
     }
   }
-  restore::RestoreRequest request{*spec, args.archive, args.target, args.overwrite};
+  restore::RestoreRequest request{*spec, args.archive, args.target, args.overwrite, jobs};
   auto report = restore::RunRestore(**store, request);
   if (!report.ok()) return Fail(ctx, report.status());
   const auto& s = report->stats;
@@ -46,14 +47,20 @@ void Run(Context& ctx, const RestoreArgs& args) {
                {"chunks_fetched", s.chunks_fetched},
                {"stored_bytes_read", s.stored_bytes},
                {"zero_chunks", s.zero_chunks},
-               {"jobs", 1}});
+               {"written_bytes", s.written_bytes},
+               {"jobs", {{"mode", jobs == 0 ? "auto" : "fixed"},
+                         {"final", s.jobs_final},
+                         {"max", s.jobs_max},
+                         {"mean", s.jobs_mean}}},
+               {"peak_bytes_in_flight", s.peak_bytes_in_flight}});
   } else {
     // With the data on stdout, the summary goes to stderr.
     fmt::print(to_stdout ? stderr : stdout,
-               "restored {} of {} to {}: {} in {:.2f} s ({}), {} chunks fetched, {} zero\n",
+               "restored {} of {} to {}: {} in {:.2f} s ({}), {} chunks fetched, {} zero, "
+               "reads in flight {} (max {})\n",
                report->archive, report->snapshot.ToString(), report->target, HumanBytes(s.bytes),
                report->seconds, HumanRate(s.bytes, report->seconds), s.chunks_fetched,
-               s.zero_chunks);
+               s.zero_chunks, s.jobs_final, s.jobs_max);
   }
 }
 
@@ -69,7 +76,7 @@ void RegisterRestore(CLI::App& app, Context& ctx) {
   cmd->add_option("TARGET", args->target, "file, block device, or - for stdout")->required();
   cmd->add_flag("--overwrite", args->overwrite, "write over an existing file or device");
   cmd->add_option("--jobs", args->jobs,
-                  "reads in flight: auto or N (this version restores sequentially)");
+                  "reads in flight: auto (self-tuning, default) or N");
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }
 

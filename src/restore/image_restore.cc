@@ -1,38 +1,16 @@
 #include "restore/image_restore.h"
 
+#include <algorithm>
+#include <atomic>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "blob/blob.h"
+#include "pipeline/fetch_pipeline.h"
 
 namespace cairn::restore {
 namespace {
-
-// Reads and fully checks one chunk.
-Result<Bytes> FetchChunk(store::ChunkSource& source, const crypto::Digest& id, uint32_t length,
-                         ImageRestoreStats* stats) {
-  auto read = source.Read(id);
-  if (!read.ok()) {
-    // A chunk the index needs but the store lacks is damage, not a usage error.
-    if (read.status().code() == StatusCode::kNotFound) {
-      return DataLossError(std::string(read.status().message()));
-    }
-    return read.status();
-  }
-  Bytes stored = std::move(read).value();
-  stats->stored_bytes += stored.size();
-  ++stats->chunks_fetched;
-  auto plain = blob::DecodeChunk(stored, id);
-  if (!plain.ok()) {
-    return plain.status().WithContext(fmt::format("chunk {}", crypto::DigestHex(id)));
-  }
-  if (plain->size() != length) {
-    return DataLossError(fmt::format("chunk {}: {} bytes, the index needs {}",
-                                     crypto::DigestHex(id), plain->size(), length));
-  }
-  return plain;
-}
 
 // Knows the ids of all-zero chunks: the full-size one and the short tail's.
 class ZeroIds {
@@ -55,50 +33,154 @@ class ZeroIds {
   uint32_t tail_len_ = 0;
 };
 
-Status WriteZeros(WritableFile& out, uint64_t offset, uint32_t length, const Bytes& zeros) {
-  return out.WriteAt(offset, ByteSpan(zeros.data(), length));
+// Counters shared by the pipeline threads.
+struct Counters {
+  std::atomic<uint64_t> chunks{0};
+  std::atomic<uint64_t> stored{0};
+  std::atomic<uint64_t> written{0};
+};
+
+// Reads the stored bytes of `id`. A chunk the index needs but the store
+// lacks is damage (DataLoss), not a usage error.
+Result<Bytes> ReadStored(store::ChunkSource& source, const crypto::Digest& id) {
+  auto read = source.Read(id);
+  if (!read.ok() && read.status().code() == StatusCode::kNotFound) {
+    return DataLossError(std::string(read.status().message()));
+  }
+  return read;
 }
 
-// In-order restore to a stream; decoded chunks are not cached beyond the
-// last one (the parallel engine brings a bounded reorder buffer).
-Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source, WritableFile& out,
-                       ImageRestoreStats* stats) {
-  const ZeroIds zero(idx);
-  Bytes zeros(idx.chunk_size(), 0);
-  crypto::Digest last_id{};
-  Bytes last;
-  for (size_t i = 0; i < idx.chunk_count(); ++i) {
-    const crypto::Digest& id = idx.digest(i);
-    uint32_t len = idx.ChunkLength(i);
-    if (zero.IsZero(id, len)) {
-      ++stats->zero_chunks;
-      CAIRN_RETURN_IF_ERROR(out.Append(ByteSpan(zeros.data(), len)));
-      continue;
-    }
-    if (last.empty() || id != last_id) {
-      CAIRN_ASSIGN_OR_RETURN(last, FetchChunk(source, id, len, stats));
-      last_id = id;
-    }
-    CAIRN_RETURN_IF_ERROR(out.Append(last));
+// Fully checks one stored chunk and returns its plaintext.
+Result<Bytes> DecodeChecked(const Bytes& stored, const crypto::Digest& id, uint32_t length) {
+  auto plain = blob::DecodeChunk(stored, id);
+  if (!plain.ok()) {
+    return plain.status().WithContext(fmt::format("chunk {}", crypto::DigestHex(id)));
   }
+  if (plain->size() != length) {
+    return DataLossError(fmt::format("chunk {}: {} bytes, the index needs {}",
+                                     crypto::DigestHex(id), plain->size(), length));
+  }
+  return plain;
+}
+
+pipeline::ConcurrencyController::Options ControllerOptions(const ImageRestoreOptions& options,
+                                                           const store::ChunkSource& source) {
+  pipeline::ConcurrencyController::Options c;
+  c.adaptive = options.jobs <= 0;
+  c.initial = options.jobs > 0 ? options.jobs : source.Traits().initial_reads_in_flight;
+  c.max = std::max(64, options.jobs);
+  return c;
+}
+
+void RecordController(const pipeline::ConcurrencyController& controller,
+                      const pipeline::FetchPipelineStats& ps, ImageRestoreStats* stats) {
+  auto summary = controller.summary();
+  stats->jobs_final = summary.final_limit;
+  stats->jobs_max = std::max(stats->jobs_max, summary.max_limit);
+  stats->jobs_mean = summary.mean_limit;
+  stats->peak_bytes_in_flight = std::max(stats->peak_bytes_in_flight, ps.peak_bytes_in_flight);
+}
+
+pipeline::FetchPipelineOptions PipelineOptions(const ImageRestoreOptions& options,
+                                               pipeline::ConcurrencyController& controller) {
+  pipeline::FetchPipelineOptions p;
+  p.cpu_workers = options.cpu_workers;
+  p.max_io_threads = std::max(64, options.jobs);
+  p.max_bytes_in_flight = options.max_bytes_in_flight;
+  p.controller = &controller;
+  return p;
+}
+
+// In-order restore to a stream: windows of positions that fit the memory
+// budget are fetched in parallel into slots, then written in order.
+Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source, WritableFile& out,
+                       const ImageRestoreOptions& options, ImageRestoreStats* stats) {
+  const ZeroIds zero(idx);
+  const Bytes zeros(idx.chunk_size(), 0);
+  pipeline::ConcurrencyController controller(ControllerOptions(options, source));
+  const size_t window =
+      std::max<size_t>(1, options.max_bytes_in_flight / std::max<uint32_t>(1, idx.chunk_size()));
+  Counters counters;
+  for (size_t begin = 0; begin < idx.chunk_count(); begin += window) {
+    size_t end = std::min(idx.chunk_count(), begin + window);
+    // Distinct non-zero ids of the window, each fetched once.
+    std::vector<size_t> fetch_positions;
+    std::unordered_map<crypto::Digest, size_t, crypto::DigestHash> slot_of;
+    for (size_t i = begin; i < end; ++i) {
+      if (zero.IsZero(idx.digest(i), idx.ChunkLength(i))) continue;
+      if (slot_of.try_emplace(idx.digest(i), fetch_positions.size()).second) {
+        fetch_positions.push_back(i);
+      }
+    }
+    std::vector<Bytes> slots(fetch_positions.size());
+    pipeline::FetchPipelineStats ps;
+    CAIRN_RETURN_IF_ERROR(pipeline::RunFetchPipeline(
+        fetch_positions.size(),
+        [&](size_t k) { return ReadStored(source, idx.digest(fetch_positions[k])); },
+        [&](size_t k, Bytes stored) -> Status {
+          size_t pos = fetch_positions[k];
+          counters.stored.fetch_add(stored.size(), std::memory_order_relaxed);
+          counters.chunks.fetch_add(1, std::memory_order_relaxed);
+          CAIRN_ASSIGN_OR_RETURN(slots[k], DecodeChecked(stored, idx.digest(pos),
+                                                          idx.ChunkLength(pos)));
+          return Status::Ok();
+        },
+        [&](size_t k) { return uint64_t{idx.ChunkLength(fetch_positions[k])} * 2; },
+        PipelineOptions(options, controller), &ps));
+    RecordController(controller, ps, stats);
+    for (size_t i = begin; i < end; ++i) {
+      uint32_t len = idx.ChunkLength(i);
+      if (zero.IsZero(idx.digest(i), len)) {
+        ++stats->zero_chunks;
+        CAIRN_RETURN_IF_ERROR(out.Append(ByteSpan(zeros.data(), len)));
+      } else {
+        CAIRN_RETURN_IF_ERROR(out.Append(slots[slot_of.at(idx.digest(i))]));
+      }
+      stats->written_bytes += len;
+    }
+  }
+  stats->chunks_fetched = counters.chunks;
+  stats->stored_bytes = counters.stored;
   return Status::Ok();
 }
 
 Status RestoreToFile(const index::FixedIndex& idx, store::ChunkSource& source, WritableFile& out,
-                     bool write_zeros, ImageRestoreStats* stats) {
-  RestorePlan plan = PlanImageRestore(idx);
+                     bool write_zeros, const ImageRestoreOptions& options,
+                     ImageRestoreStats* stats) {
+  const RestorePlan plan = PlanImageRestore(idx);
+  stats->zero_chunks = plan.zero_ranges.size();
   if (write_zeros) {
-    Bytes zeros(idx.chunk_size(), 0);
+    const Bytes zeros(idx.chunk_size(), 0);
     for (const auto& [offset, length] : plan.zero_ranges) {
-      CAIRN_RETURN_IF_ERROR(WriteZeros(out, offset, length, zeros));
+      CAIRN_RETURN_IF_ERROR(out.WriteAt(offset, ByteSpan(zeros.data(), length)));
+      stats->written_bytes += length;
     }
   }
-  stats->zero_chunks = plan.zero_ranges.size();
-  for (const PlanItem& item : plan.items) {
-    CAIRN_ASSIGN_OR_RETURN(Bytes plain, FetchChunk(source, item.id, item.length, stats));
-    for (uint64_t offset : item.offsets) CAIRN_RETURN_IF_ERROR(out.WriteAt(offset, plain));
-  }
-  return Status::Ok();
+  pipeline::ConcurrencyController controller(ControllerOptions(options, source));
+  Counters counters;
+  pipeline::FetchPipelineStats ps;
+  Status s = pipeline::RunFetchPipeline(
+      plan.items.size(),
+      [&](size_t k) { return ReadStored(source, plan.items[k].id); },
+      [&](size_t k, Bytes stored) -> Status {
+        const PlanItem& item = plan.items[k];
+        counters.stored.fetch_add(stored.size(), std::memory_order_relaxed);
+        counters.chunks.fetch_add(1, std::memory_order_relaxed);
+        CAIRN_ASSIGN_OR_RETURN(Bytes plain, DecodeChecked(stored, item.id, item.length));
+        for (uint64_t offset : item.offsets) {
+          CAIRN_RETURN_IF_ERROR(out.WriteAt(offset, plain));
+          counters.written.fetch_add(plain.size(), std::memory_order_relaxed);
+        }
+        return Status::Ok();
+      },
+      // Stored and decoded copies may both be alive while a chunk is processed.
+      [&](size_t k) { return uint64_t{plan.items[k].length} * 2; },
+      PipelineOptions(options, controller), &ps);
+  RecordController(controller, ps, stats);
+  stats->chunks_fetched = counters.chunks;
+  stats->stored_bytes = counters.stored;
+  stats->written_bytes += counters.written;
+  return s;
 }
 
 }  // namespace
@@ -127,7 +209,7 @@ Status RestoreImage(Env& env, const index::FixedIndex& idx, store::ChunkSource& 
   stats->bytes = idx.image_size();
   if (target == "-") {
     CAIRN_ASSIGN_OR_RETURN(auto out, env.OpenStdout());
-    return RestoreToStream(idx, source, *out, stats);
+    return RestoreToStream(idx, source, *out, options, stats);
   }
   auto existing = env.Stat(target);
   if (existing.ok()) {
@@ -146,7 +228,7 @@ Status RestoreImage(Env& env, const index::FixedIndex& idx, store::ChunkSource& 
     } else {
       CAIRN_RETURN_IF_ERROR(out->Truncate(idx.image_size()));
     }
-    CAIRN_RETURN_IF_ERROR(RestoreToFile(idx, source, *out, /*write_zeros=*/true, stats));
+    CAIRN_RETURN_IF_ERROR(RestoreToFile(idx, source, *out, /*write_zeros=*/true, options, stats));
     CAIRN_RETURN_IF_ERROR(out->Sync());
     return out->Close();
   }
@@ -155,7 +237,7 @@ Status RestoreImage(Env& env, const index::FixedIndex& idx, store::ChunkSource& 
   std::string partial = target + ".partial";
   CAIRN_ASSIGN_OR_RETURN(auto out, env.OpenWritable(partial, OpenMode::kTruncate));
   Status s = out->Truncate(idx.image_size());
-  if (s.ok()) s = RestoreToFile(idx, source, *out, /*write_zeros=*/false, stats);
+  if (s.ok()) s = RestoreToFile(idx, source, *out, /*write_zeros=*/false, options, stats);
   if (s.ok()) s = out->Sync();
   if (s.ok()) s = out->Close();
   if (s.ok()) s = env.Rename(partial, target);

@@ -39,7 +39,9 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
   if (entry->kind == index::ArchiveKind::kImage) {
     auto idx = store.ReadImageIndex(snap, *entry);
     if (!idx.ok()) return idx.status().WithContext(context());
-    ImageRestoreOptions options{request.overwrite};
+    ImageRestoreOptions options;
+    options.overwrite = request.overwrite;
+    options.jobs = request.jobs;
     s = RestoreImage(env, *idx, store.chunks(), request.target, options, &report.stats);
   } else {
     auto data = store.ReadBlobArchive(snap, *entry);

@@ -13,6 +13,7 @@ struct RestoreRequest {
   std::string archive;  // "disk0.img", "vm.conf.blob"
   std::string target;   // path or "-"
   bool overwrite = false;
+  int jobs = 0;  // reads in flight: 0 = auto (adaptive), N = pinned
 };
 
 struct RestoreReport {

@@ -10,10 +10,10 @@ namespace cairn::store {
 namespace {
 
 constexpr char kChunksDir[] = ".chunks";
-constexpr int kPrefixDirs = 65536;
+constexpr int kPrefixDirs = 4096;
 constexpr uint64_t kMaxStoredSize = blob::kHeaderSize + blob::kMaxRawSize;
 
-std::string PrefixName(unsigned prefix) { return fmt::format("{:04x}", prefix); }
+std::string PrefixName(unsigned prefix) { return fmt::format("{:03x}", prefix); }
 
 }  // namespace
 
@@ -39,7 +39,7 @@ Result<std::unique_ptr<LocalChunkStore>> LocalChunkStore::Open(Env& env, const s
 
 std::string LocalChunkStore::ChunkPath(const ChunkId& id) const {
   std::string hex = crypto::DigestHex(id);
-  return fmt::format("{}/{}/{}/{}", dir_, kChunksDir, hex.substr(0, 4), hex);
+  return fmt::format("{}/{}/{}/{}", dir_, kChunksDir, hex.substr(0, 3), hex);
 }
 
 Result<Bytes> LocalChunkStore::Read(const ChunkId& id) {

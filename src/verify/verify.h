@@ -3,9 +3,10 @@
 // For each snapshot: the manifest (CRC, schema, name), each image index
 // (header CRC, digest checksum, agreement with the manifest) and each blob
 // archive (SHA-256 against the manifest). Then every distinct chunk the
-// selection references is read once, however many snapshots share it, and
-// checked: CRC over the stored bytes, decompression, SHA-256 against its id,
-// length against the index. A snapshot is ok only when all of that holds
+// selection references is read once, however many snapshots share it, on
+// the fetch pipeline (reads in flight tuned by the concurrency controller,
+// checks on all cores): CRC over the stored bytes, decompression, SHA-256
+// against its id, length against the index. Damage never stops the run. A snapshot is ok only when all of that holds
 // for everything it needs; the result is stored with the snapshot
 // (verify.json.blob) without touching the manifest.
 //
@@ -27,6 +28,7 @@ struct VerifyOptions {
   // Snapshots to check; empty means every snapshot in the datastore.
   std::vector<datastore::SnapshotRef> snapshots;
   bool record_state = true;  // write verify.json.blob per snapshot
+  int jobs = 0;              // reads in flight: 0 = adaptive (auto), N = pinned
   Logger* logger = nullptr;  // REQUIRED
 };
 
@@ -52,6 +54,8 @@ struct VerifyReport {
   uint64_t stored_bytes = 0;  // bytes read from the store
   uint64_t raw_bytes = 0;     // decoded bytes checked
   double seconds = 0;
+  int jobs_final = 0;  // reads in flight at the end
+  int jobs_max = 0;
   bool ok() const { return problems.empty(); }
 };
 

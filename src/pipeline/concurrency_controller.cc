@@ -1,0 +1,125 @@
+#include "pipeline/concurrency_controller.h"
+
+#include <algorithm>
+
+namespace cairn::pipeline {
+namespace {
+
+constexpr double kGain = 1.10;      // slow start continues while throughput grows this much
+constexpr double kBetter = 1.05;    // a limit must beat the best by this much to replace it
+constexpr double kAging = 0.97;     // per-window decay of remembered throughput
+constexpr int kForgetAfter = 30;    // windows after which a record is dropped
+constexpr int kProbeUpEvery = 3;    // windows between upward probes at the best limit
+constexpr int kProbeDownEvery = 8;  // windows between downward probes
+constexpr double kBindingShare = 0.6;  // limit binds when reads in flight average ≥ 60% of it
+constexpr double kMargin = 1.5;        // headroom kept above reads in flight when not binding
+
+}  // namespace
+
+ConcurrencyController::ConcurrencyController(const Options& options)
+    : options_(options),
+      limit_(std::clamp(options.initial, options.min, options.max)) {
+  summary_.final_limit = limit_.load();
+  summary_.max_limit = limit_.load();
+}
+
+void ConcurrencyController::OnComplete(uint64_t bytes, int64_t latency_ns, int64_t now_ns,
+                                       int in_flight) {
+  if (!options_.adaptive) return;
+  std::lock_guard lock(mu_);
+  if (window_start_ns_ < 0) window_start_ns_ = now_ns - latency_ns;
+  window_bytes_ += bytes;
+  window_latency_ns_ += latency_ns;
+  window_in_flight_ += in_flight;
+  ++window_count_;
+  int need = std::max(4, limit_.load(std::memory_order_relaxed));
+  if (now_ns - window_start_ns_ >= options_.window_ns && window_count_ >= need) {
+    CloseWindow(now_ns);
+  }
+}
+
+void ConcurrencyController::CloseWindow(int64_t now_ns) {
+  double seconds = static_cast<double>(now_ns - window_start_ns_) / 1e9;
+  double throughput = seconds > 0 ? static_cast<double>(window_bytes_) / seconds : 0;
+  double latency = static_cast<double>(window_latency_ns_) / window_count_;
+  double mean_in_flight = static_cast<double>(window_in_flight_) / window_count_;
+  int current = limit_.load(std::memory_order_relaxed);
+  limit_time_sum_ += current * seconds;
+  time_sum_ += seconds;
+  ++windows_;
+
+  int next = Choose(throughput, latency, mean_in_flight);
+  next = std::clamp(next, options_.min, options_.max);
+  if (next != current) {
+    ++summary_.adjustments;
+    limit_.store(next, std::memory_order_relaxed);
+  }
+  summary_.final_limit = next;
+  summary_.max_limit = std::max(summary_.max_limit, next);
+  window_start_ns_ = now_ns;
+  window_bytes_ = 0;
+  window_latency_ns_ = 0;
+  window_count_ = 0;
+  window_in_flight_ = 0;
+}
+
+int ConcurrencyController::Choose(double throughput, double latency, double mean_in_flight) {
+  int current = limit_.load(std::memory_order_relaxed);
+  if (mean_in_flight < kBindingShare * current) {
+    // Not the bottleneck: the measurement says nothing about this limit.
+    // Keep a margin above what is used, so growth resumes when it binds.
+    slow_start_ = false;
+    return std::min(current, static_cast<int>(mean_in_flight * kMargin) + 2);
+  }
+  // Age what we know, and forget what is stale.
+  for (auto it = records_.begin(); it != records_.end();) {
+    it->second.throughput *= kAging;
+    if (++it->second.age > kForgetAfter) {
+      it = records_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  Record& rec = records_[current];
+  // A fresh measurement replaces the aged one; repeated ones are smoothed.
+  rec.throughput = rec.age == 0 || rec.throughput == 0 ? throughput
+                                                       : 0.5 * rec.throughput + 0.5 * throughput;
+  rec.latency = latency;
+  rec.age = 0;
+
+  if (slow_start_) {
+    if (throughput > slow_start_best_ * kGain) {
+      slow_start_best_ = std::max(slow_start_best_, throughput);
+      if (current < options_.max) return current * 2;
+    }
+    slow_start_ = false;  // no more gain from doubling: climb around the best
+  }
+
+  // The best limit known: highest throughput; among near-equals the smaller.
+  int best = current;
+  double best_thr = rec.throughput;
+  for (const auto& [lim, r] : records_) {
+    if (r.throughput > best_thr * kBetter ||
+        (r.throughput >= best_thr / kBetter && lim < best && r.throughput >= best_thr)) {
+      best = lim;
+      best_thr = r.throughput;
+    }
+  }
+  if (best != current) return best;
+
+  // At the best: probe around it now and then.
+  int step = std::max(1, current / 4);
+  if (windows_ % kProbeDownEvery == 0 && current > options_.min) return current - step;
+  if (windows_ % kProbeUpEvery == 0 && current < options_.max) return current + step;
+  return current;
+}
+
+ConcurrencyController::Summary ConcurrencyController::summary() const {
+  std::lock_guard lock(mu_);
+  Summary s = summary_;
+  s.final_limit = limit_.load(std::memory_order_relaxed);
+  s.mean_limit = time_sum_ > 0 ? limit_time_sum_ / time_sum_ : s.final_limit;
+  return s;
+}
+
+}  // namespace cairn::pipeline

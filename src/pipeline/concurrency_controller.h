@@ -1,0 +1,91 @@
+// ConcurrencyController: how many reads the I/O stage keeps in flight.
+//
+// Fixed mode returns the pinned number (`--jobs N`). Adaptive mode (the
+// default, `--jobs auto`) tunes itself the way TCP tunes its window, on
+// measured throughput rather than on a number somebody picked:
+//
+//   1. Slow start: from the source's suggested starting point, double the
+//      limit each measurement window while throughput still grows by ≥ 10%.
+//   2. Hill climbing: keep an aged record of the throughput seen at each
+//      limit; move to the best one, probe one step above it now and then
+//      (and one step below less often), and step back from a limit that
+//      brought no gain. A limit whose latency inflated without gain is left.
+//   3. Aging: old measurements decay, so a change in conditions (a cache
+//      that warms up, a link that slows down) is found again.
+//   4. Only a binding limit is tuned (as TCP validates its window when the
+//      application is the bottleneck, RFC 7661): when reads in flight stay
+//      well below the limit, because the CPU stage or the memory budget is
+//      the bottleneck, the limit shrinks to what is used plus a margin
+//      instead of growing on noise.
+//
+// A window closes after ≥ window_ns and at least max(4, limit) completions,
+// so a 20 ms source is measured over enough reads to mean something.
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+namespace cairn::pipeline {
+
+class ConcurrencyController {
+ public:
+  struct Options {
+    bool adaptive = true;
+    int initial = 4;   // fixed value when !adaptive
+    int min = 1;
+    int max = 64;
+    int64_t window_ns = 100'000'000;  // 100 ms
+  };
+
+  explicit ConcurrencyController(const Options& options);
+
+  // Reads the I/O stage may keep in flight now.
+  int limit() const { return limit_.load(std::memory_order_relaxed); }
+  bool adaptive() const { return options_.adaptive; }
+
+  // Reports one completed read of `bytes` that took `latency_ns`; `now_ns`
+  // is a monotonic clock reading; `in_flight` counts the reads in flight
+  // when it completed, itself included.
+  void OnComplete(uint64_t bytes, int64_t latency_ns, int64_t now_ns, int in_flight);
+
+  struct Summary {
+    int final_limit = 0;
+    int max_limit = 0;
+    double mean_limit = 0;  // time-weighted over closed windows
+    int adjustments = 0;
+  };
+  Summary summary() const;
+
+ private:
+  struct Record {
+    double throughput = 0;  // bytes per second, aged
+    double latency = 0;     // mean ns per read
+    int age = 0;            // windows since measured
+  };
+
+  void CloseWindow(int64_t now_ns);  // REQUIRES: mu_ held
+  int Choose(double throughput, double latency, double mean_in_flight);  // REQUIRES: mu_ held
+
+  const Options options_;
+  std::atomic<int> limit_;
+
+  mutable std::mutex mu_;
+  int64_t window_start_ns_ = -1;    // GUARDED_BY(mu_)
+  uint64_t window_bytes_ = 0;       // GUARDED_BY(mu_)
+  int64_t window_latency_ns_ = 0;   // GUARDED_BY(mu_)
+  int window_count_ = 0;            // GUARDED_BY(mu_)
+  int64_t window_in_flight_ = 0;    // GUARDED_BY(mu_)
+  bool slow_start_ = true;          // GUARDED_BY(mu_)
+  double slow_start_best_ = 0;      // GUARDED_BY(mu_)
+  int windows_ = 0;                 // GUARDED_BY(mu_)
+  std::map<int, Record> records_;   // GUARDED_BY(mu_)
+  Summary summary_;                 // GUARDED_BY(mu_)
+  double limit_time_sum_ = 0;       // GUARDED_BY(mu_)
+  double time_sum_ = 0;             // GUARDED_BY(mu_)
+};
+
+}  // namespace cairn::pipeline

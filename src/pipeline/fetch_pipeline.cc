@@ -1,0 +1,176 @@
+#include "pipeline/fetch_pipeline.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "pipeline/bounded_queue.h"
+#include "pipeline/worker_group.h"
+
+namespace cairn::pipeline {
+namespace {
+
+int64_t NowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Fetched {
+  size_t index;
+  uint64_t reserved;
+  Bytes data;
+};
+
+// Admission control of the I/O stage: reads in flight and bytes reserved.
+class Gate {
+ public:
+  Gate(size_t count, uint64_t max_bytes, ConcurrencyController& controller,
+       const SizeHintFn& size_hint)
+      : count_(count), max_bytes_(max_bytes), controller_(controller), size_hint_(size_hint) {}
+
+  // Blocks until the next item may start; false when there is none left or
+  // the pipeline was cancelled.
+  bool Admit(size_t* index, uint64_t* reserved) {
+    std::unique_lock lock(mu_);
+    while (true) {
+      if (cancelled_ || next_ >= count_) return false;
+      uint64_t hint = size_hint_(next_);
+      bool fits = bytes_ == 0 || bytes_ + hint <= max_bytes_;
+      if (reads_ < controller_.limit() && fits) {
+        *index = next_++;
+        *reserved = hint;
+        ++reads_;
+        bytes_ += hint;
+        peak_reads_ = std::max(peak_reads_, reads_);
+        peak_bytes_ = std::max(peak_bytes_, bytes_);
+        return true;
+      }
+      // The limit can change without a release: re-check now and then.
+      cv_.wait_for(lock, std::chrono::milliseconds(10));
+    }
+  }
+
+  // Returns the reads in flight before this one finished (itself included).
+  int ReadDone() {
+    int before;
+    {
+      std::lock_guard lock(mu_);
+      before = reads_--;
+    }
+    cv_.notify_all();
+    return before;
+  }
+
+  void Release(uint64_t bytes) {
+    {
+      std::lock_guard lock(mu_);
+      bytes_ -= bytes;
+    }
+    cv_.notify_all();
+  }
+
+  void Cancel() {
+    {
+      std::lock_guard lock(mu_);
+      cancelled_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  void FillStats(FetchPipelineStats* stats) {
+    std::lock_guard lock(mu_);
+    stats->peak_reads_in_flight = peak_reads_;
+    stats->peak_bytes_in_flight = peak_bytes_;
+  }
+
+ private:
+  const size_t count_;
+  const uint64_t max_bytes_;
+  ConcurrencyController& controller_;
+  const SizeHintFn& size_hint_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t next_ = 0;         // GUARDED_BY(mu_)
+  int reads_ = 0;           // GUARDED_BY(mu_)
+  uint64_t bytes_ = 0;      // GUARDED_BY(mu_)
+  int peak_reads_ = 0;      // GUARDED_BY(mu_)
+  uint64_t peak_bytes_ = 0; // GUARDED_BY(mu_)
+  bool cancelled_ = false;  // GUARDED_BY(mu_)
+};
+
+}  // namespace
+
+Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& process,
+                        const SizeHintFn& size_hint, const FetchPipelineOptions& options,
+                        FetchPipelineStats* stats) {
+  if (count == 0) return Status::Ok();
+  ConcurrencyController& controller = *options.controller;
+  const int cpu_workers =
+      options.cpu_workers > 0
+          ? options.cpu_workers
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int io_threads = static_cast<int>(
+      std::min<size_t>(count, static_cast<size_t>(std::max(1, options.max_io_threads))));
+
+  Gate gate(count, options.max_bytes_in_flight, controller, size_hint);
+  // The byte budget bounds what the queue holds; its capacity only needs to
+  // never be the tighter limit.
+  BoundedQueue<Fetched> queue(static_cast<size_t>(io_threads) + 1024);
+  std::atomic<int> io_alive{io_threads};
+  std::atomic<uint64_t> fetched_bytes{0};
+  std::atomic<uint64_t> items{0};
+  WorkerGroup group([&] {
+    gate.Cancel();
+    queue.Cancel();
+  });
+
+  group.Start(io_threads, [&](int) -> Status {
+    struct CloseWhenLast {
+      std::atomic<int>& alive;
+      BoundedQueue<Fetched>& queue;
+      ~CloseWhenLast() {
+        if (alive.fetch_sub(1) == 1) queue.Close();
+      }
+    } close_when_last{io_alive, queue};
+    size_t index;
+    uint64_t reserved;
+    while (gate.Admit(&index, &reserved)) {
+      int64_t start = NowNanos();
+      Result<Bytes> data = fetch(index);
+      int64_t end = NowNanos();
+      int in_flight = gate.ReadDone();
+      if (!data.ok()) {
+        gate.Release(reserved);
+        return data.status();
+      }
+      controller.OnComplete(data->size(), end - start, end, in_flight);
+      fetched_bytes.fetch_add(data->size(), std::memory_order_relaxed);
+      if (!queue.Push(Fetched{index, reserved, std::move(data).value()})) return Status::Ok();
+    }
+    return Status::Ok();
+  });
+
+  group.Start(cpu_workers, [&](int) -> Status {
+    while (auto item = queue.Pop()) {
+      Status s = process(item->index, std::move(item->data));
+      gate.Release(item->reserved);
+      CAIRN_RETURN_IF_ERROR(s);
+      items.fetch_add(1, std::memory_order_relaxed);
+    }
+    return Status::Ok();
+  });
+
+  Status result = group.Wait();
+  if (stats != nullptr) {
+    gate.FillStats(stats);
+    stats->items = items.load();
+    stats->fetched_bytes = fetched_bytes.load();
+  }
+  return result;
+}
+
+}  // namespace cairn::pipeline

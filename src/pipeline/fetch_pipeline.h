@@ -1,0 +1,53 @@
+// FetchPipeline: the one chunk pipeline behind restore and verify (and,
+// later, sync): work items 0..count-1 flow through
+//
+//   I/O stage   a pool of I/O threads keeps up to controller->limit() calls
+//               of fetch(i) in flight (blocking reads: a local file, a
+//               network request, an object GET); items start in index order,
+//               so the caller orders its plan to suit the source;
+//   CPU stage   cpu_workers threads call process(i, bytes) (check, decode,
+//               write) in completion order.
+//
+// Memory is bounded by bytes in flight: before fetching item i the I/O stage
+// reserves size_hint(i) bytes of the budget, and the reservation is returned
+// when process(i) is done (one item may always proceed, so an item larger
+// than the budget cannot deadlock). The first error from either stage
+// cancels everything and is returned; no new item starts after it.
+//
+// Thread safety: RunFetchPipeline blocks the caller; fetch, process and
+// size_hint are called concurrently from pipeline threads and must be
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "base/bytes.h"
+#include "base/status.h"
+#include "pipeline/concurrency_controller.h"
+
+namespace cairn::pipeline {
+
+struct FetchPipelineOptions {
+  int cpu_workers = 0;     // 0: one per core
+  int max_io_threads = 64;  // upper bound of reads in flight
+  uint64_t max_bytes_in_flight = uint64_t{256} << 20;
+  ConcurrencyController* controller = nullptr;  // REQUIRED; outlives the call
+};
+
+struct FetchPipelineStats {
+  uint64_t items = 0;
+  uint64_t fetched_bytes = 0;
+  uint64_t peak_bytes_in_flight = 0;
+  int peak_reads_in_flight = 0;
+};
+
+using FetchFn = std::function<Result<Bytes>(size_t index)>;
+using ProcessFn = std::function<Status(size_t index, Bytes data)>;
+using SizeHintFn = std::function<uint64_t(size_t index)>;
+
+Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& process,
+                        const SizeHintFn& size_hint, const FetchPipelineOptions& options,
+                        FetchPipelineStats* stats);
+
+}  // namespace cairn::pipeline

@@ -1,0 +1,238 @@
+#include "store/local_chunk_store.h"
+
+#include <sys/stat.h>
+
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "blob/blob.h"
+#include "tests/unit_test_util.h"
+
+namespace cairn::store {
+namespace {
+
+using test_util::CodeOf;
+
+class LocalChunkStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CAIRN_ASSERT_OK(LocalChunkStore::Create(*env_, dir_.path()));
+    auto store = LocalChunkStore::Open(*env_, dir_.path());
+    CAIRN_ASSERT_OK(store);
+    store_ = std::move(*store);
+  }
+
+  // A chunk as backup stores it: (id, encoded blob).
+  static std::pair<ChunkId, Bytes> MakeChunk(uint64_t seed, size_t size = 1000) {
+    Bytes plain = test_util::RandomBytes(size, seed);
+    auto stored = blob::Encode(plain);
+    EXPECT_TRUE(stored.ok());
+    return {crypto::Sha256(plain), stored.ok() ? *stored : Bytes()};
+  }
+
+  std::vector<std::string> ListPrefixDir(const ChunkId& id) {
+    auto names = env_->ListDir(DirName(store_->ChunkPath(id)));
+    EXPECT_TRUE(names.ok()) << names.status().ToString();
+    return names.ok() ? *names : std::vector<std::string>{};
+  }
+
+  std::unique_ptr<Env> env_ = NewPosixEnv();
+  test_util::TempDir dir_;
+  std::unique_ptr<LocalChunkStore> store_;
+};
+
+TEST_F(LocalChunkStoreTest, InsertReadContains) {
+  auto [id, stored] = MakeChunk(1);
+  auto before = store_->Contains(id);
+  CAIRN_ASSERT_OK(before);
+  EXPECT_FALSE(*before);
+
+  auto ins = store_->Insert(id, stored);
+  CAIRN_ASSERT_OK(ins);
+  EXPECT_TRUE(ins->inserted);
+  EXPECT_EQ(ins->stored_bytes, stored.size());
+
+  auto after = store_->Contains(id);
+  CAIRN_ASSERT_OK(after);
+  EXPECT_TRUE(*after);
+  auto read = store_->Read(id);
+  CAIRN_ASSERT_OK(read);
+  EXPECT_EQ(*read, stored);
+  CAIRN_EXPECT_OK(blob::DecodeChunk(*read, id));
+
+  std::string path = store_->ChunkPath(id);
+  EXPECT_EQ(path.rfind(dir_.path() + "/.chunks/", 0), 0u) << path;
+  EXPECT_NE(path.find(crypto::DigestHex(id)), std::string::npos);
+  EXPECT_EQ(ListPrefixDir(id), std::vector<std::string>{crypto::DigestHex(id)});
+  CAIRN_EXPECT_OK(store_->Flush());
+}
+
+TEST_F(LocalChunkStoreTest, EveryPrefixDirectoryExistsAfterCreate) {
+  for (uint64_t seed = 0; seed < 64; ++seed) {
+    auto [id, stored] = MakeChunk(seed, 10);
+    auto info = env_->Stat(DirName(store_->ChunkPath(id)));
+    CAIRN_ASSERT_OK(info);
+    EXPECT_TRUE(info->is_dir);
+  }
+  ChunkId low{};
+  ChunkId high;
+  high.fill(0xff);
+  CAIRN_EXPECT_OK(env_->Stat(DirName(store_->ChunkPath(low))));
+  CAIRN_EXPECT_OK(env_->Stat(DirName(store_->ChunkPath(high))));
+}
+
+TEST_F(LocalChunkStoreTest, SecondInsertDoesNotRewrite) {
+  auto [id, stored] = MakeChunk(2);
+  CAIRN_ASSERT_OK(store_->Insert(id, stored));
+  auto first = env_->Stat(store_->ChunkPath(id));
+  CAIRN_ASSERT_OK(first);
+
+  // Even different bytes under the same id leave the stored chunk alone.
+  Bytes other = stored;
+  other.back() ^= 1;
+  auto again = store_->Insert(id, other);
+  CAIRN_ASSERT_OK(again);
+  EXPECT_FALSE(again->inserted);
+  EXPECT_EQ(again->stored_bytes, 0u);
+  auto second = env_->Stat(store_->ChunkPath(id));
+  CAIRN_ASSERT_OK(second);
+  EXPECT_EQ(second->inode, first->inode);
+  EXPECT_EQ(second->mtime_ns, first->mtime_ns);
+  auto read = store_->Read(id);
+  CAIRN_ASSERT_OK(read);
+  EXPECT_EQ(*read, stored);
+  EXPECT_EQ(ListPrefixDir(id).size(), 1u);  // no temp file left behind
+}
+
+TEST_F(LocalChunkStoreTest, ConcurrentInsertsOfOneId) {
+  auto [id, stored] = MakeChunk(3, 200000);
+  constexpr int kThreads = 8;
+  std::vector<Result<InsertResult>> results(kThreads, InternalError("not run"));
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] { results[t] = store_->Insert(id, stored); });
+    }
+  }
+  int inserted = 0;
+  for (const auto& r : results) {
+    CAIRN_ASSERT_OK(r);
+    if (r->inserted) ++inserted;
+  }
+  EXPECT_GE(inserted, 1);
+  auto read = store_->Read(id);
+  CAIRN_ASSERT_OK(read);
+  EXPECT_EQ(*read, stored);
+  EXPECT_EQ(ListPrefixDir(id), std::vector<std::string>{crypto::DigestHex(id)});
+}
+
+TEST_F(LocalChunkStoreTest, ConcurrentInsertsOfManyIds) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 50;
+  std::vector<Status> errors(kThreads);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kPerThread; ++i) {
+          // Every id is inserted by two threads.
+          auto [id, stored] = MakeChunk(static_cast<uint64_t>((t / 2) * 1000 + i), 300);
+          auto r = store_->Insert(id, stored);
+          if (!r.ok()) errors[t] = r.status();
+        }
+      });
+    }
+  }
+  for (const Status& s : errors) CAIRN_EXPECT_OK(s);
+  for (int t = 0; t < kThreads; t += 2) {
+    for (int i = 0; i < kPerThread; ++i) {
+      auto [id, stored] = MakeChunk(static_cast<uint64_t>((t / 2) * 1000 + i), 300);
+      auto read = store_->Read(id);
+      CAIRN_ASSERT_OK(read);
+      ASSERT_EQ(*read, stored);
+    }
+  }
+}
+
+TEST_F(LocalChunkStoreTest, ReadOfMissingIdIsNotFoundNamingIt) {
+  auto [id, stored] = MakeChunk(4);
+  auto r = store_->Read(id);
+  EXPECT_EQ(CodeOf(r), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find(crypto::DigestHex(id)), std::string_view::npos)
+      << r.status().ToString();
+  EXPECT_NE(r.status().message().find(dir_.path()), std::string_view::npos);
+}
+
+TEST_F(LocalChunkStoreTest, LeftoverTempFilesAreIgnored) {
+  auto [id, stored] = MakeChunk(5);
+  std::string tmp = store_->ChunkPath(id) + ".tmp-99999-0";
+  test_util::WriteFileOrFail(tmp, AsBytes("torn write"));
+  auto present = store_->Contains(id);
+  CAIRN_ASSERT_OK(present);
+  EXPECT_FALSE(*present);
+  EXPECT_EQ(CodeOf(store_->Read(id)), StatusCode::kNotFound);
+
+  auto ins = store_->Insert(id, stored);
+  CAIRN_ASSERT_OK(ins);
+  EXPECT_TRUE(ins->inserted);
+  auto read = store_->Read(id);
+  CAIRN_ASSERT_OK(read);
+  EXPECT_EQ(*read, stored);
+  EXPECT_EQ(AsStringView(test_util::ReadFileOrFail(tmp)), "torn write");  // not ours to remove
+}
+
+TEST_F(LocalChunkStoreTest, EmptyChunkFileIsATornInsert) {
+  auto [id, stored] = MakeChunk(6);
+  test_util::WriteFileOrFail(store_->ChunkPath(id), ByteSpan());
+  auto present = store_->Contains(id);
+  CAIRN_ASSERT_OK(present);
+  EXPECT_FALSE(*present);
+  auto ins = store_->Insert(id, stored);
+  CAIRN_ASSERT_OK(ins);
+  EXPECT_TRUE(ins->inserted);
+  auto read = store_->Read(id);
+  CAIRN_ASSERT_OK(read);
+  EXPECT_EQ(*read, stored);
+}
+
+TEST_F(LocalChunkStoreTest, OversizedChunkFileIsDataLoss) {
+  auto [id, stored] = MakeChunk(7);
+  std::string path = store_->ChunkPath(id);
+  test_util::WriteFileOrFail(path, ByteSpan());
+  ASSERT_EQ(::truncate(path.c_str(), blob::kHeaderSize + blob::kMaxRawSize + 1), 0);
+  auto r = store_->Read(id);
+  EXPECT_EQ(CodeOf(r), StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find(crypto::DigestHex(id)), std::string_view::npos);
+}
+
+TEST_F(LocalChunkStoreTest, OpenRequiresChunkDirectory) {
+  test_util::TempDir other;
+  auto r = LocalChunkStore::Open(*env_, other.path());
+  EXPECT_EQ(CodeOf(r), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find(other.path()), std::string_view::npos);
+  EXPECT_EQ(CodeOf(LocalChunkStore::Create(*env_, dir_.path())), StatusCode::kAlreadyExists);
+}
+
+TEST_F(LocalChunkStoreTest, TraitsDescribeTheStore) {
+  SourceTraits t = store_->Traits();
+  EXPECT_GT(t.initial_reads_in_flight, 0);
+  EXPECT_NE(t.description.find(dir_.path()), std::string::npos);
+}
+
+TEST_F(LocalChunkStoreTest, ReadAsyncDefaultCallsBackOnce) {
+  auto [id, stored] = MakeChunk(8);
+  CAIRN_ASSERT_OK(store_->Insert(id, stored));
+  int calls = 0;
+  Bytes got;
+  store_->ReadAsync(id, [&](Result<Bytes> r) {
+    ++calls;
+    if (r.ok()) got = *r;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(got, stored);
+}
+
+}  // namespace
+}  // namespace cairn::store

@@ -1,0 +1,239 @@
+#include "verify/verify.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "blob/blob.h"
+#include "datastore/snapshot_writer.h"
+#include "tests/unit_test_util.h"
+
+namespace cairn::verify {
+namespace {
+
+using datastore::SnapshotRef;
+using test_util::CodeOf;
+
+constexpr int64_t kT0 = 1796014800;  // 2026-11-30T05:00:00Z
+constexpr uint32_t kChunk = index::kMinChunkSize;
+
+// Two snapshots of vm/100 sharing chunks, plus one of ct/7:
+//   T0: disk0.img = [A, B, zero, C], vm.conf.blob
+//   T1: disk0.img = [A, D, zero, C]
+//   ct/7 T0: root.img = [E]
+class VerifyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CAIRN_ASSERT_OK(datastore::Datastore::Init(*env_, dir_.path()));
+    auto store = datastore::Datastore::Open(*env_, dir_.path());
+    CAIRN_ASSERT_OK(store);
+    store_ = std::move(*store);
+    a_ = Put(test_util::RandomBytes(kChunk, 1));
+    b_ = Put(test_util::RandomBytes(kChunk, 2));
+    zero_ = Put(Bytes(kChunk, 0));
+    c_ = Put(test_util::RandomBytes(kChunk / 2, 3));
+    d_ = Put(test_util::RandomBytes(kChunk, 4));
+    e_ = Put(test_util::RandomBytes(100, 5));
+    Commit(t0_, {a_, b_, zero_, c_}, 3 * kChunk + kChunk / 2, true);
+    Commit(t1_, {a_, d_, zero_, c_}, 3 * kChunk + kChunk / 2, false);
+    Commit(ct_, {e_}, 100, false, "root.img");
+  }
+
+  crypto::Digest Put(const Bytes& plain) {
+    crypto::Digest id = crypto::Sha256(plain);
+    auto stored = blob::Encode(plain);
+    EXPECT_TRUE(stored.ok());
+    EXPECT_TRUE(store_->chunks().Insert(id, *stored).ok());
+    return id;
+  }
+
+  void Commit(const SnapshotRef& snap, std::vector<crypto::Digest> ids, uint64_t size,
+              bool with_blob, const std::string& name = "disk0.img") {
+    auto w = datastore::SnapshotWriter::Begin(*store_, snap);
+    CAIRN_ASSERT_OK(w);
+    CAIRN_ASSERT_OK((*w)->AddImage(name, index::FixedIndex(size, kChunk, std::move(ids))));
+    if (with_blob) CAIRN_ASSERT_OK((*w)->AddBlob("vm.conf.blob", AsBytes("cores: 2\n")));
+    CAIRN_ASSERT_OK((*w)->Commit("test"));
+  }
+
+  Result<VerifyReport> Run(std::vector<SnapshotRef> snaps = {}, bool record = true) {
+    return RunVerify(*store_, VerifyOptions{std::move(snaps), record, logger_.get()});
+  }
+
+  const SnapshotResult* ResultOf(const VerifyReport& r, const SnapshotRef& s) {
+    for (const auto& x : r.snapshots) {
+      if (x.snapshot == s) return &x;
+    }
+    ADD_FAILURE() << "no result for " << s.ToString();
+    return nullptr;
+  }
+
+  std::string Label(const SnapshotRef& s, std::string_view archive = "disk0.img") {
+    return s.ToString() + " " + std::string(archive);
+  }
+
+  std::unique_ptr<Env> env_ = NewPosixEnv();
+  std::unique_ptr<Logger> logger_ = NewNullLogger();
+  test_util::TempDir dir_;
+  std::unique_ptr<datastore::Datastore> store_;
+  SnapshotRef t0_{{"", "vm", "100"}, kT0};
+  SnapshotRef t1_{{"", "vm", "100"}, kT0 + 3600};
+  SnapshotRef ct_{{"", "ct", "7"}, kT0};
+  crypto::Digest a_, b_, zero_, c_, d_, e_;
+};
+
+TEST_F(VerifyTest, CleanStoreVerifiesAndRecordsOk) {
+  auto report = Run();
+  CAIRN_ASSERT_OK(report);
+  EXPECT_TRUE(report->ok());
+  EXPECT_TRUE(report->problems.empty());
+  ASSERT_EQ(report->snapshots.size(), 3u);
+  for (const auto& s : report->snapshots) EXPECT_TRUE(s.ok) << s.snapshot.ToString();
+  EXPECT_EQ(report->unique_chunks, 6u);  // A, B, zero, C, D, E: each read once
+  EXPECT_EQ(ResultOf(*report, t0_)->chunks, 4u);
+  EXPECT_EQ(report->raw_bytes, 4u * kChunk + kChunk / 2 + 100);
+  for (const SnapshotRef& s : {t0_, t1_, ct_}) {
+    auto state = store_->ReadVerifyState(s);
+    ASSERT_TRUE(state.has_value()) << s.ToString();
+    EXPECT_EQ(state->outcome, datastore::VerifyOutcome::kOk);
+    EXPECT_EQ(state->errors, 0u);
+    EXPECT_GT(state->time, 0);
+  }
+  CAIRN_EXPECT_OK(store_->ReadManifest(t0_));  // recording state keeps the manifest valid
+}
+
+TEST_F(VerifyTest, BitFlippedChunkNamesChunkAndEveryAffectedArchive) {
+  std::string path = store_->chunks().ChunkPath(a_);
+  Bytes stored = test_util::ReadFileOrFail(path);
+  stored[stored.size() / 2] ^= 0x04;
+  test_util::WriteFileOrFail(path, stored);
+
+  auto report = Run();
+  CAIRN_ASSERT_OK(report);
+  EXPECT_FALSE(report->ok());
+  ASSERT_EQ(report->problems.size(), 1u);
+  const Problem& p = report->problems[0];
+  EXPECT_NE(p.what.find(crypto::DigestHex(a_)), std::string::npos) << p.what;
+  EXPECT_FALSE(p.missing);
+  EXPECT_NE(p.error.find("CRC"), std::string::npos) << p.error;
+  EXPECT_EQ(p.affected, (std::vector<std::string>{Label(t0_), Label(t1_)}));
+  EXPECT_FALSE(ResultOf(*report, t0_)->ok);
+  EXPECT_FALSE(ResultOf(*report, t1_)->ok);
+  EXPECT_TRUE(ResultOf(*report, ct_)->ok);
+
+  auto state = store_->ReadVerifyState(t0_);
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->outcome, datastore::VerifyOutcome::kFailed);
+  EXPECT_EQ(state->errors, 1u);
+  auto ct_state = store_->ReadVerifyState(ct_);
+  ASSERT_TRUE(ct_state.has_value());
+  EXPECT_EQ(ct_state->outcome, datastore::VerifyOutcome::kOk);
+}
+
+TEST_F(VerifyTest, MissingChunkIsReportedAsMissing) {
+  ASSERT_EQ(::unlink(store_->chunks().ChunkPath(d_).c_str()), 0);
+  auto report = Run();
+  CAIRN_ASSERT_OK(report);
+  ASSERT_EQ(report->problems.size(), 1u);
+  const Problem& p = report->problems[0];
+  EXPECT_TRUE(p.missing);
+  EXPECT_NE(p.what.find(crypto::DigestHex(d_)), std::string::npos);
+  EXPECT_EQ(p.affected, (std::vector<std::string>{Label(t1_)}));
+  EXPECT_TRUE(ResultOf(*report, t0_)->ok);
+  EXPECT_FALSE(ResultOf(*report, t1_)->ok);
+  EXPECT_EQ(store_->ReadVerifyState(t1_)->outcome, datastore::VerifyOutcome::kFailed);
+  EXPECT_EQ(store_->ReadVerifyState(t0_)->outcome, datastore::VerifyOutcome::kOk);
+}
+
+TEST_F(VerifyTest, ChunkWithWrongContentIsDetected) {
+  // A valid blob of other data under B's name: only SHA-256 can tell.
+  auto other = blob::Encode(test_util::RandomBytes(kChunk, 99));
+  CAIRN_ASSERT_OK(other);
+  test_util::WriteFileOrFail(store_->chunks().ChunkPath(b_), *other);
+  auto report = Run();
+  CAIRN_ASSERT_OK(report);
+  ASSERT_EQ(report->problems.size(), 1u);
+  EXPECT_NE(report->problems[0].what.find(crypto::DigestHex(b_)), std::string::npos);
+  EXPECT_EQ(report->problems[0].affected, (std::vector<std::string>{Label(t0_)}));
+}
+
+TEST_F(VerifyTest, TruncatedIndexNamesIndexAndSnapshot) {
+  std::string fidx = JoinPath(store_->SnapshotDir(t1_), "disk0.img.fidx");
+  ASSERT_EQ(::truncate(fidx.c_str(), 4096 + 32 * 3 + 10), 0);
+  auto report = Run();
+  CAIRN_ASSERT_OK(report);
+  EXPECT_FALSE(report->ok());
+  ASSERT_EQ(report->problems.size(), 1u);
+  const Problem& p = report->problems[0];
+  EXPECT_NE(p.what.find("disk0.img.fidx"), std::string::npos) << p.what;
+  EXPECT_EQ(p.affected, (std::vector<std::string>{Label(t1_)}));
+  EXPECT_FALSE(ResultOf(*report, t1_)->ok);
+  EXPECT_TRUE(ResultOf(*report, t0_)->ok);
+  EXPECT_EQ(store_->ReadVerifyState(t1_)->outcome, datastore::VerifyOutcome::kFailed);
+}
+
+TEST_F(VerifyTest, CorruptManifestAndBlobAreReported) {
+  std::string manifest = JoinPath(store_->SnapshotDir(t1_), index::kManifestFileName);
+  Bytes m = test_util::ReadFileOrFail(manifest);
+  m[m.size() - 5] ^= 0x40;
+  test_util::WriteFileOrFail(manifest, m);
+  std::string conf = JoinPath(store_->SnapshotDir(t0_), "vm.conf.blob");
+  Bytes c = test_util::ReadFileOrFail(conf);
+  c.back() ^= 1;
+  test_util::WriteFileOrFail(conf, c);
+
+  auto report = Run();
+  CAIRN_ASSERT_OK(report);
+  ASSERT_EQ(report->problems.size(), 2u);
+  bool saw_manifest = false;
+  bool saw_blob = false;
+  for (const auto& p : report->problems) {
+    if (p.what.find("manifest") != std::string::npos) {
+      saw_manifest = true;
+      EXPECT_EQ(p.affected, (std::vector<std::string>{t1_.ToString()}));
+    }
+    if (p.what.find("vm.conf.blob") != std::string::npos) {
+      saw_blob = true;
+      EXPECT_EQ(p.affected, (std::vector<std::string>{Label(t0_, "vm.conf.blob")}));
+    }
+  }
+  EXPECT_TRUE(saw_manifest);
+  EXPECT_TRUE(saw_blob);
+  EXPECT_FALSE(ResultOf(*report, t0_)->ok);
+  EXPECT_FALSE(ResultOf(*report, t1_)->ok);
+  EXPECT_TRUE(ResultOf(*report, ct_)->ok);
+}
+
+TEST_F(VerifyTest, SelectedSnapshotsOnly) {
+  ASSERT_EQ(::unlink(store_->chunks().ChunkPath(d_).c_str()), 0);  // only T1 uses D
+  auto report = Run({t0_, ct_});
+  CAIRN_ASSERT_OK(report);
+  EXPECT_TRUE(report->ok());
+  EXPECT_EQ(report->snapshots.size(), 2u);
+  EXPECT_FALSE(store_->ReadVerifyState(t1_).has_value());
+}
+
+TEST_F(VerifyTest, RecordStateCanBeTurnedOff) {
+  auto report = Run({}, /*record=*/false);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_TRUE(report->ok());
+  EXPECT_FALSE(store_->ReadVerifyState(t0_).has_value());
+}
+
+TEST_F(VerifyTest, LaterCleanRunRecordsOkAgain) {
+  std::string path = store_->chunks().ChunkPath(e_);
+  Bytes good = test_util::ReadFileOrFail(path);
+  Bytes bad = good;
+  bad[0] ^= 1;
+  test_util::WriteFileOrFail(path, bad);
+  CAIRN_ASSERT_OK(Run());
+  EXPECT_EQ(store_->ReadVerifyState(ct_)->outcome, datastore::VerifyOutcome::kFailed);
+  test_util::WriteFileOrFail(path, good);
+  auto report = Run();
+  CAIRN_ASSERT_OK(report);
+  EXPECT_TRUE(report->ok());
+  EXPECT_EQ(store_->ReadVerifyState(ct_)->outcome, datastore::VerifyOutcome::kOk);
+}
+
+}  // namespace
+}  // namespace cairn::verify

@@ -8,6 +8,7 @@
 
 #include "blob/blob.h"
 #include "pipeline/bounded_queue.h"
+#include "pipeline/buffer_pool.h"
 #include "pipeline/worker_group.h"
 
 namespace cairn::backup {
@@ -42,7 +43,8 @@ class ImageJob {
     }
     CAIRN_ASSIGN_OR_RETURN(bool present, sink_.Contains(id));
     if (present) return CountReused(item.data.size());
-    CAIRN_ASSIGN_OR_RETURN(Bytes stored, blob::Encode(item.data));
+    thread_local Bytes stored;
+    CAIRN_RETURN_IF_ERROR(blob::EncodeInto(item.data, {}, &stored));
     CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, sink_.Insert(id, stored));
     if (!r.inserted) return CountReused(item.data.size());  // raced with another writer
     new_chunks_.fetch_add(1, std::memory_order_relaxed);
@@ -100,9 +102,15 @@ Result<index::FixedIndex> BackupImage(ReadableFile& source, uint64_t size, store
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   ImageJob job(sink, options, count);
   pipeline::BoundedQueue<WorkItem> queue(static_cast<size_t>(workers) * 2);
+  // Chunk buffers go round: reader → worker → pool → reader.
+  pipeline::BufferPool pool(static_cast<size_t>(workers) * 3 + 2);
   pipeline::WorkerGroup group([&] { queue.Cancel(); });
   group.Start(workers, [&](int) -> Status {
-    while (auto item = queue.Pop()) CAIRN_RETURN_IF_ERROR(job.Process(*item));
+    while (auto item = queue.Pop()) {
+      Status s = job.Process(*item);
+      pool.Give(std::move(item->data));
+      CAIRN_RETURN_IF_ERROR(s);
+    }
     return Status::Ok();
   });
 
@@ -111,7 +119,8 @@ Result<index::FixedIndex> BackupImage(ReadableFile& source, uint64_t size, store
   for (size_t i = 0; i < count && !group.failed(); ++i) {
     uint64_t offset = uint64_t{i} * options.chunk_size;
     size_t len = static_cast<size_t>(std::min<uint64_t>(options.chunk_size, size - offset));
-    Bytes data(len);
+    Bytes data = pool.Take();
+    data.resize(len);
     auto n = source.ReadAt(offset, data);
     if (!n.ok()) {
       read_status = n.status();

@@ -7,16 +7,22 @@
 namespace cairn {
 
 Result<Bytes> ReadWholeFile(Env& env, const std::string& path, uint64_t max_size) {
+  Bytes data;
+  CAIRN_RETURN_IF_ERROR(ReadWholeFileInto(env, path, max_size, &data));
+  return data;
+}
+
+Status ReadWholeFileInto(Env& env, const std::string& path, uint64_t max_size, Bytes* out) {
   CAIRN_ASSIGN_OR_RETURN(auto file, env.OpenReadable(path));
   CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
   if (size > max_size) {
     return InvalidArgumentError(
         fmt::format("{}: {} bytes is larger than the limit of {} bytes", path, size, max_size));
   }
-  Bytes data(size);
-  CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(0, data));
-  data.resize(n);
-  return data;
+  out->resize(size);
+  CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(0, *out));
+  out->resize(n);
+  return Status::Ok();
 }
 
 Status WriteFileAtomic(Env& env, const std::string& path, ByteSpan data) {

@@ -141,6 +141,8 @@ class EnvWrapper : public Env {
 
 // Reads a whole file; InvalidArgument when it is larger than `max_size`.
 Result<Bytes> ReadWholeFile(Env& env, const std::string& path, uint64_t max_size);
+// The same into `out`, reusing its capacity.
+Status ReadWholeFileInto(Env& env, const std::string& path, uint64_t max_size, Bytes* out);
 
 // Durable replace: writes `path`.tmp, fsyncs it, renames it over `path`,
 // fsyncs the directory. A crash leaves either the old or the new content.

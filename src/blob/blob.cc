@@ -50,11 +50,18 @@ uint32_t ComputeCrc(ByteSpan stored) {
 }  // namespace
 
 Result<Bytes> Encode(ByteSpan plaintext, const EncodeOptions& options) {
+  Bytes out;
+  CAIRN_RETURN_IF_ERROR(EncodeInto(plaintext, options, &out));
+  return out;
+}
+
+Status EncodeInto(ByteSpan plaintext, const EncodeOptions& options, Bytes* out_buffer) {
   if (plaintext.size() > kMaxRawSize) {
     return InvalidArgumentError(fmt::format("blob of {} bytes exceeds the limit of {} bytes",
                                             plaintext.size(), kMaxRawSize));
   }
-  Bytes out(kHeaderSize + plaintext.size());
+  Bytes& out = *out_buffer;
+  out.resize(kHeaderSize + plaintext.size());
   Compression compression = Compression::kNone;
   size_t payload = plaintext.size();
   if (options.compress && plaintext.size() > 64) {
@@ -80,7 +87,7 @@ Result<Bytes> Encode(ByteSpan plaintext, const EncodeOptions& options) {
   format::PutU32(h + kOffStoredSize, static_cast<uint32_t>(payload));
   format::PutU32(h + kOffRawSize, static_cast<uint32_t>(plaintext.size()));
   format::PutU32(h + kOffCrc, ComputeCrc(out));
-  return out;
+  return Status::Ok();
 }
 
 Result<Header> Check(ByteSpan stored) {
@@ -141,15 +148,15 @@ Result<Header> Check(ByteSpan stored) {
   return header;
 }
 
-Result<Bytes> Decode(ByteSpan stored) {
+Result<ByteSpan> DecodeView(ByteSpan stored, Bytes* scratch) {
   CAIRN_ASSIGN_OR_RETURN(Header header, Check(stored));
   if (header.encryption != Encryption::kNone) {
     return UnimplementedError("blob is encrypted; this build cannot decrypt it");
   }
   ByteSpan payload = stored.subspan(kHeaderSize);
-  if (header.compression == Compression::kNone) return Bytes(payload.begin(), payload.end());
-  Bytes out(header.raw_size);
-  size_t n = ZSTD_decompressDCtx(ThreadDCtx(), out.data(), out.size(), payload.data(),
+  if (header.compression == Compression::kNone) return payload;
+  scratch->resize(header.raw_size);
+  size_t n = ZSTD_decompressDCtx(ThreadDCtx(), scratch->data(), scratch->size(), payload.data(),
                                  payload.size());
   if (ZSTD_isError(n)) {
     return DataLossError(fmt::format("zstd: {}", ZSTD_getErrorName(n)));
@@ -158,17 +165,31 @@ Result<Bytes> Decode(ByteSpan stored) {
     return DataLossError(
         fmt::format("decompressed to {} bytes, header says {}", n, header.raw_size));
   }
-  return out;
+  return ByteSpan(*scratch);
 }
 
-Result<Bytes> DecodeChunk(ByteSpan stored, const crypto::Digest& id) {
-  CAIRN_ASSIGN_OR_RETURN(Bytes plain, Decode(stored));
+Result<ByteSpan> DecodeChunkView(ByteSpan stored, const crypto::Digest& id, Bytes* scratch) {
+  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeView(stored, scratch));
   crypto::Digest actual = crypto::Sha256(plain);
   if (actual != id) {
     return DataLossError(fmt::format("content does not match its id (SHA-256 {})",
                                      crypto::DigestHex(actual)));
   }
   return plain;
+}
+
+Result<Bytes> Decode(ByteSpan stored) {
+  Bytes scratch;
+  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeView(stored, &scratch));
+  if (plain.data() == scratch.data()) return scratch;
+  return Bytes(plain.begin(), plain.end());
+}
+
+Result<Bytes> DecodeChunk(ByteSpan stored, const crypto::Digest& id) {
+  Bytes scratch;
+  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChunkView(stored, id, &scratch));
+  if (plain.data() == scratch.data()) return scratch;
+  return Bytes(plain.begin(), plain.end());
 }
 
 }  // namespace cairn::blob

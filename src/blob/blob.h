@@ -42,6 +42,8 @@ struct EncodeOptions {
 
 // Encodes `plaintext`. InvalidArgument when it is larger than kMaxRawSize.
 Result<Bytes> Encode(ByteSpan plaintext, const EncodeOptions& options = {});
+// The same into `out`, reusing its capacity (the backup hot path).
+Status EncodeInto(ByteSpan plaintext, const EncodeOptions& options, Bytes* out);
 
 // Parses the header and checks the CRC over header and payload, without
 // decompressing. DataLoss names the field that is wrong.
@@ -52,5 +54,12 @@ Result<Bytes> Decode(ByteSpan stored);
 
 // Decode() then compare SHA-256 of the plaintext with `id`.
 Result<Bytes> DecodeChunk(ByteSpan stored, const crypto::Digest& id);
+
+// The hot-path forms: Check(), then the plaintext as a view into `stored`
+// itself when the blob is uncompressed (no copy), or decompressed into
+// `scratch` (reusing its capacity). The view is valid while `stored` and
+// `scratch` are neither changed nor destroyed.
+Result<ByteSpan> DecodeView(ByteSpan stored, Bytes* scratch);
+Result<ByteSpan> DecodeChunkView(ByteSpan stored, const crypto::Digest& id, Bytes* scratch);
 
 }  // namespace cairn::blob

@@ -1,10 +1,13 @@
 #include "cli/cli_util.h"
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
 #include <fmt/format.h>
+
+#include "store/injecting_source.h"
 
 namespace cairn::cli {
 
@@ -48,6 +51,30 @@ void AddRepoOptions(CLI::App* cmd, Context& ctx) {
 
 void AddJsonOption(CLI::App* cmd, Context& ctx) {
   cmd->add_flag("--json", ctx.json, "print the result as JSON on stdout");
+}
+
+Result<int> ParseJobs(const std::string& text) {
+  if (text == "auto") return 0;
+  int n = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || p != text.data() + text.size() || n < 1 || n > 1024) {
+    return InvalidArgumentError(
+        fmt::format("--jobs '{}' must be 'auto' or a number from 1 to 1024", text));
+  }
+  return n;
+}
+
+void AddInjectLatencyOption(CLI::App* cmd, std::string* spec) {
+  // Hidden (empty group): for latency sweeps in bench/, see docs/BENCHMARKS.md.
+  cmd->add_option("--inject-latency", *spec, "add MS[:JITTER_MS] to every chunk read")->group("");
+}
+
+Result<store::ChunkSource*> MaybeInject(const std::string& spec, store::ChunkSource& base,
+                                        std::unique_ptr<store::ChunkSource>* holder) {
+  if (spec.empty()) return &base;
+  CAIRN_ASSIGN_OR_RETURN(store::InjectionOptions options, store::ParseLatencySpec(spec));
+  *holder = std::make_unique<store::InjectingSource>(base, options);
+  return holder->get();
 }
 
 std::string HumanBytes(uint64_t bytes) {

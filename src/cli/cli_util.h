@@ -13,6 +13,7 @@
 #include "base/logging.h"
 #include "base/status.h"
 #include "datastore/datastore.h"
+#include "store/chunk_source.h"
 
 namespace cairn::cli {
 
@@ -43,6 +44,15 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx);
 // Adds -r/--repo, --ns and --json to a subcommand.
 void AddRepoOptions(CLI::App* cmd, Context& ctx);
 void AddJsonOption(CLI::App* cmd, Context& ctx);
+
+// Parses --jobs: "auto" → 0, or a number 1…1024.
+Result<int> ParseJobs(const std::string& text);
+
+// Adds the hidden --inject-latency MS[:JITTER_MS] option (benchmarks only).
+void AddInjectLatencyOption(CLI::App* cmd, std::string* spec);
+// Wraps `base` when `spec` is set; returns the source to read from.
+Result<store::ChunkSource*> MaybeInject(const std::string& spec, store::ChunkSource& base,
+                                        std::unique_ptr<store::ChunkSource>* holder);
 
 std::string HumanBytes(uint64_t bytes);              // "1.50 GiB"
 std::string HumanRate(uint64_t bytes, double secs);  // "640 MiB/s"

@@ -1,6 +1,4 @@
 // cairn restore -r REPO SNAPSHOT ARCHIVE TARGET [--overwrite] [--jobs auto|N]
-#include <charconv>
-
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
@@ -15,6 +13,7 @@ struct RestoreArgs {
   std::string target;
   bool overwrite = false;
   std::string jobs = "auto";
+  std::string inject_latency;
 };
 
 void Run(Context& ctx, const RestoreArgs& args) {
@@ -22,17 +21,13 @@ void Run(Context& ctx, const RestoreArgs& args) {
   if (!store.ok()) return Fail(ctx, store.status());
   auto spec = datastore::ParseSnapshotSpec(ctx.ns, args.snapshot);
   if (!spec.ok()) return Fail(ctx, spec.status());
-  int jobs = 0;
-  if (args.jobs != "auto") {
-    int& n = jobs;
-    auto [p, ec] = std::from_chars(args.jobs.data(), args.jobs.data() + args.jobs.size(), n);
-    if (ec != std::errc() || p != args.jobs.data() + args.jobs.size() || n < 1 || n > 1024) {
-      return Fail(ctx, InvalidArgumentError(
-                           fmt::format("--jobs '{}' must be 'auto' or a number from 1 to 1024",
-                                       args.jobs)));
-    }
-  }
-  restore::RestoreRequest request{*spec, args.archive, args.target, args.overwrite, jobs};
+  auto jobs_or = ParseJobs(args.jobs);
+  if (!jobs_or.ok()) return Fail(ctx, jobs_or.status());
+  int jobs = *jobs_or;
+  std::unique_ptr<store::ChunkSource> injected;
+  auto source = MaybeInject(args.inject_latency, (*store)->chunks(), &injected);
+  if (!source.ok()) return Fail(ctx, source.status());
+  restore::RestoreRequest request{*spec, args.archive, args.target, args.overwrite, jobs, *source};
   auto report = restore::RunRestore(**store, request);
   if (!report.ok()) return Fail(ctx, report.status());
   const auto& s = report->stats;
@@ -77,6 +72,7 @@ void RegisterRestore(CLI::App& app, Context& ctx) {
   cmd->add_flag("--overwrite", args->overwrite, "write over an existing file or device");
   cmd->add_option("--jobs", args->jobs,
                   "reads in flight: auto (self-tuning, default) or N");
+  AddInjectLatencyOption(cmd, &args->inject_latency);
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }
 

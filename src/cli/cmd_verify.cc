@@ -31,7 +31,14 @@ Result<std::vector<datastore::SnapshotRef>> Select(const datastore::Datastore& s
   return std::vector<datastore::SnapshotRef>{snap};
 }
 
-void Run(Context& ctx, const std::string& what) {
+struct VerifyArgs {
+  std::string what;
+  std::string jobs = "auto";
+  std::string inject_latency;
+};
+
+void Run(Context& ctx, const VerifyArgs& args) {
+  const std::string& what = args.what;
   auto store = OpenRepo(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
   auto snaps = Select(**store, ctx.ns, what);
@@ -39,6 +46,13 @@ void Run(Context& ctx, const std::string& what) {
   verify::VerifyOptions options;
   options.snapshots = *snaps;
   options.logger = ctx.logger.get();
+  auto jobs = ParseJobs(args.jobs);
+  if (!jobs.ok()) return Fail(ctx, jobs.status());
+  options.jobs = *jobs;
+  std::unique_ptr<store::ChunkSource> injected;
+  auto source = MaybeInject(args.inject_latency, (*store)->chunks(), &injected);
+  if (!source.ok()) return Fail(ctx, source.status());
+  options.source = *source;
   auto report = verify::RunVerify(**store, options);
   if (!report.ok()) return Fail(ctx, report.status());
   const auto& r = *report;
@@ -64,7 +78,10 @@ void Run(Context& ctx, const std::string& what) {
                {"stored_bytes", r.stored_bytes},
                {"raw_bytes", r.raw_bytes},
                {"seconds", r.seconds},
-               {"mib_per_s", MiBPerSecond(r.raw_bytes, r.seconds)}});
+               {"mib_per_s", MiBPerSecond(r.raw_bytes, r.seconds)},
+               {"jobs", {{"mode", options.jobs == 0 ? "auto" : "fixed"},
+                         {"final", r.jobs_final},
+                         {"max", r.jobs_max}}}});
   } else {
     for (const auto& p : r.problems) {
       fmt::print("BAD {}: {}\n", p.what, p.error);
@@ -83,12 +100,14 @@ void Run(Context& ctx, const std::string& what) {
 
 void RegisterVerify(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("verify", "check that snapshots are intact and restorable");
-  auto what = std::make_shared<std::string>();
+  auto args = std::make_shared<VerifyArgs>();
   AddRepoOptions(cmd, ctx);
   AddJsonOption(cmd, ctx);
-  cmd->add_option("SNAPSHOT_OR_GROUP", *what,
+  cmd->add_option("SNAPSHOT_OR_GROUP", args->what,
                   "vm/100/2026-11-30T05:00:00Z, vm/100/latest or vm/100 (default: everything)");
-  cmd->callback([&ctx, what] { Run(ctx, *what); });
+  cmd->add_option("--jobs", args->jobs, "reads in flight: auto (self-tuning, default) or N");
+  AddInjectLatencyOption(cmd, &args->inject_latency);
+  cmd->callback([&ctx, args] { Run(ctx, *args); });
 }
 
 }  // namespace cairn::cli

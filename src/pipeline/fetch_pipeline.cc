@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "pipeline/bounded_queue.h"
+#include "pipeline/buffer_pool.h"
 #include "pipeline/worker_group.h"
 
 namespace cairn::pipeline {
@@ -28,9 +29,10 @@ struct Fetched {
 // Admission control of the I/O stage: reads in flight and bytes reserved.
 class Gate {
  public:
-  Gate(size_t count, uint64_t max_bytes, ConcurrencyController& controller,
+  Gate(size_t count, uint64_t max_bytes, int slack, ConcurrencyController& controller,
        const SizeHintFn& size_hint)
-      : count_(count), max_bytes_(max_bytes), controller_(controller), size_hint_(size_hint) {}
+      : count_(count), max_bytes_(max_bytes), slack_(slack), controller_(controller),
+        size_hint_(size_hint) {}
 
   // Blocks until the next item may start; false when there is none left or
   // the pipeline was cancelled.
@@ -40,10 +42,15 @@ class Gate {
       if (cancelled_ || next_ >= count_) return false;
       uint64_t hint = size_hint_(next_);
       bool fits = bytes_ == 0 || bytes_ + hint <= max_bytes_;
-      if (reads_ < controller_.limit() && fits) {
+      int limit = controller_.limit();
+      // Items admitted but not yet processed: the reads in flight plus a
+      // short queue for the CPU stage. When the CPU stage is the bottleneck
+      // this binds, not the read limit, and few buffers are in use.
+      if (reads_ < limit && outstanding_ < limit + slack_ && fits) {
         *index = next_++;
         *reserved = hint;
         ++reads_;
+        ++outstanding_;
         bytes_ += hint;
         peak_reads_ = std::max(peak_reads_, reads_);
         peak_bytes_ = std::max(peak_bytes_, bytes_);
@@ -69,6 +76,7 @@ class Gate {
     {
       std::lock_guard lock(mu_);
       bytes_ -= bytes;
+      --outstanding_;
     }
     cv_.notify_all();
   }
@@ -90,12 +98,14 @@ class Gate {
  private:
   const size_t count_;
   const uint64_t max_bytes_;
+  const int slack_;
   ConcurrencyController& controller_;
   const SizeHintFn& size_hint_;
   std::mutex mu_;
   std::condition_variable cv_;
   size_t next_ = 0;         // GUARDED_BY(mu_)
   int reads_ = 0;           // GUARDED_BY(mu_)
+  int outstanding_ = 0;     // GUARDED_BY(mu_)
   uint64_t bytes_ = 0;      // GUARDED_BY(mu_)
   int peak_reads_ = 0;      // GUARDED_BY(mu_)
   uint64_t peak_bytes_ = 0; // GUARDED_BY(mu_)
@@ -116,13 +126,14 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
   const int io_threads = static_cast<int>(
       std::min<size_t>(count, static_cast<size_t>(std::max(1, options.max_io_threads))));
 
-  Gate gate(count, options.max_bytes_in_flight, controller, size_hint);
+  Gate gate(count, options.max_bytes_in_flight, 2 * cpu_workers, controller, size_hint);
   // The byte budget bounds what the queue holds; its capacity only needs to
   // never be the tighter limit.
   BoundedQueue<Fetched> queue(static_cast<size_t>(io_threads) + 1024);
   std::atomic<int> io_alive{io_threads};
   std::atomic<uint64_t> fetched_bytes{0};
   std::atomic<uint64_t> items{0};
+  BufferPool pool(static_cast<size_t>(io_threads + cpu_workers) * 2);
   WorkerGroup group([&] {
     gate.Cancel();
     queue.Cancel();
@@ -139,24 +150,26 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
     size_t index;
     uint64_t reserved;
     while (gate.Admit(&index, &reserved)) {
+      Bytes data = pool.Take();
       int64_t start = NowNanos();
-      Result<Bytes> data = fetch(index);
+      Status s = fetch(index, &data);
       int64_t end = NowNanos();
       int in_flight = gate.ReadDone();
-      if (!data.ok()) {
+      if (!s.ok()) {
         gate.Release(reserved);
-        return data.status();
+        return s;
       }
-      controller.OnComplete(data->size(), end - start, end, in_flight);
-      fetched_bytes.fetch_add(data->size(), std::memory_order_relaxed);
-      if (!queue.Push(Fetched{index, reserved, std::move(data).value()})) return Status::Ok();
+      controller.OnComplete(data.size(), end - start, end, in_flight);
+      fetched_bytes.fetch_add(data.size(), std::memory_order_relaxed);
+      if (!queue.Push(Fetched{index, reserved, std::move(data)})) return Status::Ok();
     }
     return Status::Ok();
   });
 
   group.Start(cpu_workers, [&](int) -> Status {
     while (auto item = queue.Pop()) {
-      Status s = process(item->index, std::move(item->data));
+      Status s = process(item->index, item->data);
+      pool.Give(std::move(item->data));
       gate.Release(item->reserved);
       CAIRN_RETURN_IF_ERROR(s);
       items.fetch_add(1, std::memory_order_relaxed);

@@ -8,7 +8,12 @@
 //   CPU stage   cpu_workers threads call process(i, bytes) (check, decode,
 //               write) in completion order.
 //
-// Memory is bounded by bytes in flight: before fetching item i the I/O stage
+// Buffers are recycled through a pool, so a run allocates about as many
+// chunk buffers as it has items in flight, not one per item.
+// Items admitted but not yet processed are at most the read limit plus
+// twice the CPU workers (a short queue), so a CPU-bound run keeps few
+// buffers alive. Memory is also capped by bytes in flight: before fetching
+// item i the I/O stage
 // reserves size_hint(i) bytes of the budget, and the reservation is returned
 // when process(i) is done (one item may always proceed, so an item larger
 // than the budget cannot deadlock). The first error from either stage
@@ -42,8 +47,10 @@ struct FetchPipelineStats {
   int peak_reads_in_flight = 0;
 };
 
-using FetchFn = std::function<Result<Bytes>(size_t index)>;
-using ProcessFn = std::function<Status(size_t index, Bytes data)>;
+// Fetches item `index` into `out` (a recycled buffer: reuse its capacity).
+using FetchFn = std::function<Status(size_t index, Bytes* out)>;
+// Processes a fetched item. The buffer goes back to the pool afterwards.
+using ProcessFn = std::function<Status(size_t index, Bytes& data)>;
 using SizeHintFn = std::function<uint64_t(size_t index)>;
 
 Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& process,

@@ -42,7 +42,8 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
     ImageRestoreOptions options;
     options.overwrite = request.overwrite;
     options.jobs = request.jobs;
-    s = RestoreImage(env, *idx, store.chunks(), request.target, options, &report.stats);
+    store::ChunkSource& source = request.source ? *request.source : store.chunks();
+    s = RestoreImage(env, *idx, source, request.target, options, &report.stats);
   } else {
     auto data = store.ReadBlobArchive(snap, *entry);
     if (!data.ok()) return data.status().WithContext(context());

@@ -14,6 +14,9 @@ struct RestoreRequest {
   std::string target;   // path or "-"
   bool overwrite = false;
   int jobs = 0;  // reads in flight: 0 = auto (adaptive), N = pinned
+  // Where chunks are read from; null: the datastore's own chunk store.
+  // (Benchmarks wrap it in a store::InjectingSource.) Must outlive the call.
+  store::ChunkSource* source = nullptr;
 };
 
 struct RestoreReport {

@@ -42,6 +42,13 @@ class ChunkSource {
   // Errors name the chunk and the source.
   virtual Result<Bytes> Read(const ChunkId& id) = 0;
 
+  // As Read(), into `out`, reusing its capacity (the pipelines recycle
+  // chunk buffers this way). On error `out`'s content is unspecified.
+  virtual Status ReadInto(const ChunkId& id, Bytes* out) {
+    CAIRN_ASSIGN_OR_RETURN(*out, Read(id));
+    return Status::Ok();
+  }
+
   // Starts reading `id`; `done` runs exactly once, possibly on this thread
   // before ReadAsync returns (the default does exactly that), with the
   // bytes or a Status as from Read(). `done` must not block.

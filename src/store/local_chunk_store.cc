@@ -43,20 +43,23 @@ std::string LocalChunkStore::ChunkPath(const ChunkId& id) const {
 }
 
 Result<Bytes> LocalChunkStore::Read(const ChunkId& id) {
-  std::string path = ChunkPath(id);
-  auto data = ReadWholeFile(env_, path, kMaxStoredSize);
-  if (!data.ok()) {
-    if (data.status().code() == StatusCode::kNotFound) {
-      return NotFoundError(fmt::format("chunk {} missing from store {}", crypto::DigestHex(id),
-                                       dir_));
-    }
-    if (data.status().code() == StatusCode::kInvalidArgument) {  // over the size limit
-      return DataLossError(fmt::format("chunk {}: {}", crypto::DigestHex(id),
-                                       data.status().message()));
-    }
-    return data.status().WithContext(fmt::format("chunk {}", crypto::DigestHex(id)));
-  }
+  Bytes data;
+  CAIRN_RETURN_IF_ERROR(ReadInto(id, &data));
   return data;
+}
+
+Status LocalChunkStore::ReadInto(const ChunkId& id, Bytes* out) {
+  std::string path = ChunkPath(id);
+  Status s = ReadWholeFileInto(env_, path, kMaxStoredSize, out);
+  if (s.ok()) return s;
+  if (s.code() == StatusCode::kNotFound) {
+    return NotFoundError(fmt::format("chunk {} missing from store {}", crypto::DigestHex(id),
+                                     dir_));
+  }
+  if (s.code() == StatusCode::kInvalidArgument) {  // over the size limit
+    return DataLossError(fmt::format("chunk {}: {}", crypto::DigestHex(id), s.message()));
+  }
+  return s.WithContext(fmt::format("chunk {}", crypto::DigestHex(id)));
 }
 
 SourceTraits LocalChunkStore::Traits() const {

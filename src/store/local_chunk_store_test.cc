@@ -221,6 +221,18 @@ TEST_F(LocalChunkStoreTest, TraitsDescribeTheStore) {
   EXPECT_NE(t.description.find(dir_.path()), std::string::npos);
 }
 
+TEST_F(LocalChunkStoreTest, ReadIntoReusesTheBuffer) {
+  auto [id, stored] = MakeChunk(9, 5000);
+  CAIRN_ASSERT_OK(store_->Insert(id, stored));
+  Bytes buffer(100000, 0xEE);
+  CAIRN_ASSERT_OK(store_->ReadInto(id, &buffer));
+  EXPECT_EQ(buffer, stored);
+  auto [missing, unused] = MakeChunk(10);
+  Status s = store_->ReadInto(missing, &buffer);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find(crypto::DigestHex(missing)), std::string_view::npos);
+}
+
 TEST_F(LocalChunkStoreTest, ReadAsyncDefaultCallsBackOnce) {
   auto [id, stored] = MakeChunk(8);
   CAIRN_ASSERT_OK(store_->Insert(id, stored));

@@ -29,6 +29,8 @@ struct VerifyOptions {
   std::vector<datastore::SnapshotRef> snapshots;
   bool record_state = true;  // write verify.json.blob per snapshot
   int jobs = 0;              // reads in flight: 0 = adaptive (auto), N = pinned
+  // Where chunks are read from; null: the datastore's own chunk store.
+  store::ChunkSource* source = nullptr;
   Logger* logger = nullptr;  // REQUIRED
 };
 

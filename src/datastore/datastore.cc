@@ -80,14 +80,17 @@ Result<std::unique_ptr<Datastore>> Datastore::Open(Env& env, const std::string& 
     return marker.status();
   }
   json j = json::parse(AsStringView(*marker), nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("format", "") != "cairn-datastore" ||
-      !j.contains("version") || !j["version"].is_number_integer()) {
+  // Compared as JSON values, so a field of another type is a mismatch, not
+  // an exception.
+  if (j.is_discarded() || !j.is_object() || !j.contains("format") ||
+      j["format"] != "cairn-datastore" || !j.contains("version") ||
+      !j["version"].is_number_integer()) {
     return DataLossError(fmt::format("{}: malformed datastore marker", marker_path));
   }
-  if (j["version"].get<int>() != format::kDatastoreVersion) {
+  if (j["version"] != format::kDatastoreVersion) {
     return FailedPreconditionError(fmt::format(
         "{}: datastore format version {} is not supported by this cairn (supports {})", path,
-        j["version"].get<int>(), format::kDatastoreVersion));
+        j["version"].dump(), format::kDatastoreVersion));
   }
   CAIRN_ASSIGN_OR_RETURN(auto chunks, store::LocalChunkStore::Open(env, path));
   return std::unique_ptr<Datastore>(new Datastore(env, path, std::move(chunks)));

@@ -135,13 +135,22 @@ Result<SnapshotSpec> ParseSnapshotSpec(std::string_view ns, std::string_view tex
     return InvalidArgumentError(fmt::format(
         "snapshot '{}' must be TYPE/ID/TIME or TYPE/ID/latest, like vm/100/latest", text));
   }
+  // Errors in a part name the whole spec and its two forms.
+  auto in_spec = [&](const Status& s) {
+    return s.WithContext(
+        fmt::format("snapshot '{}' (TYPE/ID/TIME or TYPE/ID/latest)", text));
+  };
   SnapshotSpec spec;
-  CAIRN_ASSIGN_OR_RETURN(spec.group, ParseGroup(ns, text.substr(0, slash)));
+  auto group = ParseGroup(ns, text.substr(0, slash));
+  if (!group.ok()) return in_spec(group.status());
+  spec.group = std::move(group).value();
   std::string_view time = text.substr(slash + 1);
   if (time == "latest") {
     spec.latest = true;
   } else {
-    CAIRN_ASSIGN_OR_RETURN(spec.time, ParseRfc3339(time));
+    auto t = ParseRfc3339(time);
+    if (!t.ok()) return in_spec(t.status());
+    spec.time = *t;
   }
   return spec;
 }

@@ -1,5 +1,6 @@
 #include "index/fixed_index.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -14,11 +15,12 @@ namespace {
 
 // Header byte offsets (docs/FORMAT.md, "Fixed index").
 constexpr size_t kOffVersion = 8;
+constexpr size_t kOffReserved = 10;  // 2 bytes, zero
 constexpr size_t kOffChunkSize = 12;
 constexpr size_t kOffImageSize = 16;
 constexpr size_t kOffChunkCount = 24;
 constexpr size_t kOffCsum = 32;
-constexpr size_t kOffHeaderCrc = 64;  // CRC32C of bytes [0, 64)
+constexpr size_t kOffHeaderCrc = 64;  // CRC32C of bytes [0, 64); zero up to 4096
 
 crypto::Digest DigestsCsum(const std::vector<crypto::Digest>& digests) {
   crypto::Sha256Hasher h;
@@ -86,6 +88,13 @@ Result<FixedIndex> FixedIndex::Decode(ByteSpan file) {
   uint16_t version = format::GetU16(h + kOffVersion);
   if (version != format::kFixedIndexVersion) {
     return DataLossError(fmt::format("unsupported fixed index version {}", version));
+  }
+  // Reserved header bytes must be zero (docs/FORMAT.md): keeps the encoding
+  // canonical and leaves them free for later versions.
+  if (format::GetU16(h + kOffReserved) != 0 ||
+      !std::all_of(h + kOffHeaderCrc + 4, h + kFixedIndexHeaderSize,
+                   [](uint8_t b) { return b == 0; })) {
+    return DataLossError("fixed index: reserved header bytes not zero");
   }
   uint32_t chunk_size = format::GetU32(h + kOffChunkSize);
   uint64_t image_size = format::GetU64(h + kOffImageSize);

@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <type_traits>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "blob/blob.h"
@@ -18,14 +21,26 @@ bool IsNameChar(char c) {
 }
 
 // Reads a required field of the expected JSON type, or fails with DataLoss.
+// Strict: an integer field takes only a JSON integer that fits `T` (no
+// booleans, no floats, whose conversion could also overflow), a string
+// field only a JSON string.
 template <typename T>
 Status GetField(const json& j, const char* key, T* out) {
   auto it = j.find(key);
   if (it == j.end()) return DataLossError(fmt::format("manifest: missing field '{}'", key));
-  try {
-    *out = it->get<T>();
-  } catch (const json::exception& e) {
+  auto wrong = [&] {
     return DataLossError(fmt::format("manifest: field '{}' has the wrong type", key));
+  };
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) return wrong();
+    *out = it->template get<std::string>();
+  } else {
+    static_assert(std::is_integral_v<T>);
+    if (!it->is_number_integer()) return wrong();
+    bool fits = it->is_number_unsigned() ? std::in_range<T>(it->template get<uint64_t>())
+                                         : std::in_range<T>(it->template get<int64_t>());
+    if (!fits) return DataLossError(fmt::format("manifest: field '{}' is out of range", key));
+    *out = it->template get<T>();
   }
   return Status::Ok();
 }

@@ -95,12 +95,13 @@ int ConcurrencyController::Choose(double throughput, double latency, double mean
     slow_start_ = false;  // no more gain from doubling: climb around the best
   }
 
-  // The best limit known: highest throughput; among near-equals the smaller.
+  // The best limit known: highest throughput; among near-equals (within
+  // kBetter) the smaller, so a probe upward that brought no gain is undone
+  // even though its fresh measurement beats the aged one below it.
   int best = current;
   double best_thr = rec.throughput;
   for (const auto& [lim, r] : records_) {
-    if (r.throughput > best_thr * kBetter ||
-        (r.throughput >= best_thr / kBetter && lim < best && r.throughput >= best_thr)) {
+    if (r.throughput > best_thr * kBetter || (r.throughput >= best_thr / kBetter && lim < best)) {
       best = lim;
       best_thr = r.throughput;
     }

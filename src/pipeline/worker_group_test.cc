@@ -31,7 +31,7 @@ TEST(WorkerGroupTest, FirstErrorWinsAndHookRunsOnce) {
   WorkerGroup group([&] { ++hook_calls; });
   group.Start(4, [&](int i) -> Status {
     if (i == 2) return DataLossError("first");
-    std::this_thread::sleep_for(50ms);  // the others fail later
+    std::this_thread::sleep_for(100ms);  // the others fail later
     return UnavailableError("later " + std::to_string(i));
   });
   Status s = group.Wait();

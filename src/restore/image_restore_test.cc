@@ -90,6 +90,21 @@ Bytes MakeImage() {
   return image;
 }
 
+// Runs `fn` with standard output sent to `path`.
+template <typename Fn>
+Status WithStdoutTo(const std::string& path, Fn fn) {
+  std::fflush(stdout);
+  int saved = ::dup(STDOUT_FILENO);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::dup2(fd, STDOUT_FILENO);
+  ::close(fd);
+  Status s = fn();
+  std::fflush(stdout);
+  ::dup2(saved, STDOUT_FILENO);
+  ::close(saved);
+  return s;
+}
+
 class ImageRestoreTest : public ::testing::Test {
  protected:
   Status Restore(const index::FixedIndex& idx, store::ChunkSource& source,
@@ -291,8 +306,25 @@ TEST_F(ImageRestoreTest, ChunkOfTheWrongLengthIsDataLoss) {
   source.Put(id, *blob::Encode(full));
   index::FixedIndex idx(kChunk + 1000, kChunk, {id, id});
   Status s = Restore(idx, source, dir_.Join("x.raw"));
-  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
   EXPECT_TRUE(DirEntries().empty());
+  // The same onto an existing file.
+  std::string existing = dir_.Join("existing.raw");
+  test_util::WriteFileOrFail(existing, Bytes(10, 1));
+  index::FixedIndex three(2 * kChunk + 1000, kChunk, {id, id, id});
+  EXPECT_EQ(Restore(three, source, existing, /*overwrite=*/true).code(), StatusCode::kDataLoss);
+}
+
+TEST_F(ImageRestoreTest, StreamChunkOfTheWrongLengthIsDataLoss) {
+  MapSource source;
+  Bytes full = test_util::RandomBytes(kChunk, 11);
+  crypto::Digest id = crypto::Sha256(full);
+  source.Put(id, *blob::Encode(full));
+  index::FixedIndex idx(kChunk + 1000, kChunk, {id, id});
+  std::string out = dir_.Join("stdout.raw");
+  Status s = WithStdoutTo(out, [&] { return Restore(idx, source, "-"); });
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_LE(test_util::ReadFileOrFail(out).size(), idx.image_size());
 }
 
 TEST_F(ImageRestoreTest, FailedOverwriteReportsTheError) {
@@ -303,21 +335,6 @@ TEST_F(ImageRestoreTest, FailedOverwriteReportsTheError) {
   std::string target = dir_.Join("existing.raw");
   test_util::WriteFileOrFail(target, Bytes(10, 1));
   EXPECT_EQ(Restore(idx, source, target, /*overwrite=*/true).code(), StatusCode::kDataLoss);
-}
-
-// Runs `fn` with standard output sent to `path`.
-template <typename Fn>
-Status WithStdoutTo(const std::string& path, Fn fn) {
-  std::fflush(stdout);
-  int saved = ::dup(STDOUT_FILENO);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ::dup2(fd, STDOUT_FILENO);
-  ::close(fd);
-  Status s = fn();
-  std::fflush(stdout);
-  ::dup2(saved, STDOUT_FILENO);
-  ::close(saved);
-  return s;
 }
 
 TEST_F(ImageRestoreTest, StreamToStdoutIsInOrderWithZeros) {

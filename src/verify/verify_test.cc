@@ -57,7 +57,11 @@ class VerifyTest : public ::testing::Test {
   }
 
   Result<VerifyReport> Run(std::vector<SnapshotRef> snaps = {}, bool record = true) {
-    return RunVerify(*store_, VerifyOptions{std::move(snaps), record, logger_.get()});
+    VerifyOptions options;
+    options.snapshots = std::move(snaps);
+    options.record_state = record;
+    options.logger = logger_.get();
+    return RunVerify(*store_, options);
   }
 
   const SnapshotResult* ResultOf(const VerifyReport& r, const SnapshotRef& s) {
@@ -202,6 +206,21 @@ TEST_F(VerifyTest, CorruptManifestAndBlobAreReported) {
   EXPECT_FALSE(ResultOf(*report, t0_)->ok);
   EXPECT_FALSE(ResultOf(*report, t1_)->ok);
   EXPECT_TRUE(ResultOf(*report, ct_)->ok);
+}
+
+TEST_F(VerifyTest, IdUsedAtTwoLengthsIsDamage) {
+  // An index whose short tail claims the id of a full chunk: every chunk
+  // file is intact, but restoring it would write the wrong bytes.
+  SnapshotRef odd{{"", "host", "h1"}, kT0};
+  Commit(odd, {a_, a_}, kChunk + 1000, false);
+  auto report = Run();
+  CAIRN_ASSERT_OK(report);
+  ASSERT_EQ(report->problems.size(), 1u);
+  EXPECT_NE(report->problems[0].what.find(crypto::DigestHex(a_)), std::string::npos);
+  EXPECT_EQ(report->problems[0].affected, (std::vector<std::string>{Label(odd)}));
+  EXPECT_FALSE(ResultOf(*report, odd)->ok);
+  EXPECT_TRUE(ResultOf(*report, t0_)->ok);
+  EXPECT_TRUE(ResultOf(*report, t1_)->ok);
 }
 
 TEST_F(VerifyTest, SelectedSnapshotsOnly) {

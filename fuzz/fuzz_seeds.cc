@@ -1,0 +1,97 @@
+// Writes seed corpora for the fuzz targets: valid encodings of each format,
+// so the fuzzers start from inputs that reach deep into the decoders.
+//
+//   fuzz_seeds OUT_DIR   → OUT_DIR/{blob,fixed_index,manifest}_fuzz/seed-N
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "blob/blob.h"
+#include "index/fixed_index.h"
+#include "index/manifest.h"
+
+namespace {
+
+using cairn::Bytes;
+using cairn::ByteSpan;
+
+bool Write(const std::filesystem::path& dir, int n, ByteSpan data) {
+  std::filesystem::create_directories(dir);
+  std::ofstream f(dir / ("seed-" + std::to_string(n)), std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  return f.good();
+}
+
+Bytes Pattern(size_t n, uint32_t seed) {
+  Bytes out(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : out) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b = static_cast<uint8_t>(x);
+  }
+  return out;
+}
+
+cairn::crypto::Digest DigestOf(uint32_t i) { return cairn::crypto::Sha256(Pattern(8, i)); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::filesystem::path out = argv[1];
+  bool ok = true;
+  int n = 0;
+
+  // Blobs: empty, small raw, compressible (zstd), incompressible (raw).
+  const auto blob_dir = out / "blob_fuzz";
+  std::string text(600, 'a');
+  for (size_t i = 0; i < text.size(); ++i) text[i] = "cairn blob "[i % 11];
+  for (const Bytes& plain :
+       {Bytes{}, Pattern(10, 1), Bytes(text.begin(), text.end()), Pattern(300, 2)}) {
+    auto stored = cairn::blob::Encode(plain);
+    ok = ok && stored.ok() && Write(blob_dir, n++, *stored);
+  }
+
+  // Fixed indexes: empty image, one short chunk, three chunks and a tail.
+  const auto fidx_dir = out / "fixed_index_fuzz";
+  const uint32_t cs = cairn::index::kMinChunkSize;
+  for (uint64_t size : {uint64_t{0}, uint64_t{1}, uint64_t{3} * cs + 100}) {
+    std::vector<cairn::crypto::Digest> ids;
+    for (uint64_t i = 0; i < cairn::index::FixedIndex::ChunkCount(size, cs); ++i) {
+      ids.push_back(DigestOf(static_cast<uint32_t>(i)));
+    }
+    ok = ok && Write(fidx_dir, n++, cairn::index::FixedIndex(size, cs, ids).Encode());
+  }
+
+  // Manifests, as JSON text and as stored blobs.
+  const auto man_dir = out / "manifest_fuzz";
+  cairn::index::Manifest m;
+  m.type = "vm";
+  m.id = "100";
+  m.time = "2026-11-30T05:00:00Z";
+  m.created_unix = 1796014800;
+  m.created_by = "cairn 0.1.0";
+  std::string json_empty = cairn::index::ManifestToJson(m);
+  m.ns = "a/b";
+  m.archives.push_back({"disk0.img", cairn::index::ArchiveKind::kImage, uint64_t{2} << 30,
+                        DigestOf(1), 4u << 20});
+  m.archives.push_back({"vm.conf.blob", cairn::index::ArchiveKind::kBlob, 812, DigestOf(2), 0});
+  std::string json_full = cairn::index::ManifestToJson(m);
+  ok = ok && Write(man_dir, n++, cairn::AsBytes(json_empty));
+  ok = ok && Write(man_dir, n++, cairn::AsBytes(json_full));
+  auto stored = cairn::index::EncodeManifest(m);
+  ok = ok && stored.ok() && Write(man_dir, n++, *stored);
+
+  if (!ok) {
+    std::fprintf(stderr, "fuzz_seeds: failed writing seeds under %s\n", argv[1]);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (cmake --preset fuzz → build/fuzz) and runs
+# each for SECONDS (default 20) from fresh seed corpora. Exits non-zero when
+# a target crashes, leaks, trips a sanitizer or an invariant; the reproducer
+# is left in build/fuzz/artifacts/<target>/.
+#
+#   scripts/fuzz.sh [SECONDS]
+#
+# Needs clang and libFuzzer: apt-get install -y clang libclang-rt-14-dev libfuzzer-14-dev
+set -euo pipefail
+
+seconds="${1:-20}"
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [[ "$seconds" -lt 1 ]]; then
+  echo "usage: $0 [SECONDS]" >&2
+  exit 2
+fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+build="$root/build/fuzz"
+jobs="${CAIRN_FUZZ_BUILD_JOBS:-$(nproc)}"
+
+cmake --preset fuzz >/dev/null
+cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_fuzz fuzz_seeds
+
+# Fresh seeds from the current encoders; the corpora grow in build/fuzz/corpus
+# across runs (new inputs found are kept there, never in the source tree).
+"$build/fuzz/fuzz_seeds" "$build/corpus"
+
+# target:max_len:extra flags. The fixed index needs its 4096-byte header
+# plus room for digests; blobs and manifests stay small so runs are fast.
+targets=(
+  "blob_fuzz:4096:"
+  "fixed_index_fuzz:8192:"
+  "manifest_fuzz:4096:-dict=$root/fuzz/manifest.dict"
+)
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+failed=()
+for spec in "${targets[@]}"; do
+  IFS=: read -r name max_len extra <<<"$spec"
+  corpus="$build/corpus/$name"
+  artifacts="$build/artifacts/$name"
+  mkdir -p "$corpus" "$artifacts"
+  echo "== $name: ${seconds}s, max_len $max_len"
+  # shellcheck disable=SC2086  # $extra is empty or one flag
+  if ! "$build/fuzz/$name" "$corpus" $extra \
+      -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+      -artifact_prefix="$artifacts/" -print_final_stats=1 >"$build/$name.log" 2>&1; then
+    echo "!! $name FAILED; last lines of $build/$name.log:" >&2
+    tail -n 40 "$build/$name.log" >&2
+    ls -l "$artifacts" >&2 || true
+    failed+=("$name")
+  else
+    grep -E "^(stat::number_of_executed_units|stat::new_units_added):" "$build/$name.log" || true
+  fi
+done
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "fuzz: failures in: ${failed[*]}" >&2
+  exit 1
+fi
+echo "fuzz: all targets ran ${seconds}s without a finding"

@@ -1,0 +1,278 @@
+#include "base/env.h"
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "tests/unit_test_util.h"
+
+namespace cairn {
+namespace {
+
+using test_util::CodeOf;
+
+class PosixEnvTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Env> env_ = NewPosixEnv();
+  test_util::TempDir dir_;
+
+  std::vector<std::string> SortedList(const std::string& path) {
+    auto names = env_->ListDir(path);
+    EXPECT_TRUE(names.ok()) << names.status().ToString();
+    if (!names.ok()) return {};
+    std::sort(names->begin(), names->end());
+    return *names;
+  }
+
+  void WriteNew(const std::string& path, std::string_view text) {
+    auto f = env_->OpenWritable(path, OpenMode::kCreateNew);
+    CAIRN_ASSERT_OK(f);
+    CAIRN_ASSERT_OK((*f)->WriteAt(0, AsBytes(text)));
+    CAIRN_ASSERT_OK((*f)->Close());
+  }
+};
+
+TEST_F(PosixEnvTest, CreateListRenameRemoveStat) {
+  std::string sub = dir_.Join("sub");
+  CAIRN_ASSERT_OK(env_->CreateDir(sub));
+  EXPECT_EQ(CodeOf(env_->CreateDir(sub)), StatusCode::kAlreadyExists);
+
+  WriteNew(sub + "/a", "hello");
+  WriteNew(sub + "/b", "");
+  EXPECT_EQ(SortedList(sub), (std::vector<std::string>{"a", "b"}));
+
+  auto info = env_->Stat(sub + "/a");
+  CAIRN_ASSERT_OK(info);
+  EXPECT_EQ(info->size, 5u);
+  EXPECT_TRUE(info->is_regular);
+  EXPECT_FALSE(info->is_dir);
+  EXPECT_FALSE(info->is_block_device);
+  EXPECT_NE(info->inode, 0u);
+  EXPECT_GT(info->mtime_ns, 0);
+
+  auto dir_info = env_->Stat(sub);
+  CAIRN_ASSERT_OK(dir_info);
+  EXPECT_TRUE(dir_info->is_dir);
+  EXPECT_FALSE(dir_info->is_regular);
+
+  CAIRN_ASSERT_OK(env_->Rename(sub + "/a", sub + "/c"));
+  EXPECT_EQ(CodeOf(env_->Stat(sub + "/a")), StatusCode::kNotFound);
+  auto renamed = env_->Stat(sub + "/c");
+  CAIRN_ASSERT_OK(renamed);
+  EXPECT_EQ(renamed->inode, info->inode);
+  EXPECT_EQ(SortedList(sub), (std::vector<std::string>{"b", "c"}));
+
+  EXPECT_NE(CodeOf(env_->RemoveDir(sub)), StatusCode::kOk);  // not empty
+  CAIRN_ASSERT_OK(env_->RemoveFile(sub + "/b"));
+  CAIRN_ASSERT_OK(env_->RemoveFile(sub + "/c"));
+  EXPECT_EQ(CodeOf(env_->RemoveFile(sub + "/c")), StatusCode::kNotFound);
+  CAIRN_ASSERT_OK(env_->RemoveDir(sub));
+  EXPECT_EQ(CodeOf(env_->Stat(sub)), StatusCode::kNotFound);
+  EXPECT_EQ(CodeOf(env_->ListDir(sub)), StatusCode::kNotFound);
+}
+
+TEST_F(PosixEnvTest, ErrorsNameThePath) {
+  std::string missing = dir_.Join("no-such-file");
+  auto r = env_->OpenReadable(missing);
+  EXPECT_EQ(CodeOf(r), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find(missing), std::string_view::npos) << r.status().ToString();
+  auto st = env_->Stat(missing);
+  EXPECT_NE(st.status().message().find(missing), std::string_view::npos);
+  EXPECT_EQ(CodeOf(env_->OpenWritable(missing, OpenMode::kExisting)), StatusCode::kNotFound);
+  EXPECT_EQ(CodeOf(env_->SyncDir(missing)), StatusCode::kNotFound);
+}
+
+TEST_F(PosixEnvTest, OpenModes) {
+  std::string path = dir_.Join("f");
+  WriteNew(path, "0123456789");
+  EXPECT_EQ(CodeOf(env_->OpenWritable(path, OpenMode::kCreateNew)), StatusCode::kAlreadyExists);
+  {
+    auto f = env_->OpenWritable(path, OpenMode::kExisting);  // keeps contents
+    CAIRN_ASSERT_OK(f);
+    CAIRN_ASSERT_OK((*f)->WriteAt(2, AsBytes("ab")));
+    CAIRN_ASSERT_OK((*f)->Close());
+  }
+  EXPECT_EQ(AsStringView(test_util::ReadFileOrFail(path)), "01ab456789");
+  {
+    auto f = env_->OpenWritable(path, OpenMode::kTruncate);
+    CAIRN_ASSERT_OK(f);
+    CAIRN_ASSERT_OK((*f)->Close());
+  }
+  EXPECT_EQ(test_util::ReadFileOrFail(path).size(), 0u);
+}
+
+TEST_F(PosixEnvTest, ReadableFileReadsShortOnlyAtEnd) {
+  std::string path = dir_.Join("r");
+  Bytes data = test_util::RandomBytes(1000, 1);
+  test_util::WriteFileOrFail(path, data);
+  auto f = env_->OpenReadable(path);
+  CAIRN_ASSERT_OK(f);
+  EXPECT_EQ((*f)->path(), path);
+  auto size = (*f)->Size();
+  CAIRN_ASSERT_OK(size);
+  EXPECT_EQ(*size, 1000u);
+
+  Bytes buf(300);
+  auto n = (*f)->ReadAt(100, buf);
+  CAIRN_ASSERT_OK(n);
+  EXPECT_EQ(*n, 300u);
+  EXPECT_TRUE(std::equal(buf.begin(), buf.end(), data.begin() + 100));
+
+  n = (*f)->ReadAt(900, buf);
+  CAIRN_ASSERT_OK(n);
+  EXPECT_EQ(*n, 100u);
+  EXPECT_TRUE(std::equal(buf.begin(), buf.begin() + 100, data.begin() + 900));
+
+  n = (*f)->ReadAt(5000, buf);
+  CAIRN_ASSERT_OK(n);
+  EXPECT_EQ(*n, 0u);
+}
+
+TEST_F(PosixEnvTest, WritableFileAppendTruncateStat) {
+  std::string path = dir_.Join("w");
+  auto f = env_->OpenWritable(path, OpenMode::kCreateNew);
+  CAIRN_ASSERT_OK(f);
+  WritableFile& w = **f;
+  EXPECT_EQ(w.path(), path);
+  CAIRN_ASSERT_OK(w.Append(AsBytes("abc")));
+  CAIRN_ASSERT_OK(w.Append(AsBytes("def")));
+  CAIRN_ASSERT_OK(w.Truncate(1 << 20));  // extends with a hole
+  auto info = w.Stat();
+  CAIRN_ASSERT_OK(info);
+  EXPECT_EQ(info->size, 1u << 20);
+  CAIRN_ASSERT_OK(w.Truncate(4));
+  CAIRN_ASSERT_OK(w.Sync());
+  CAIRN_ASSERT_OK(w.Close());
+  CAIRN_EXPECT_OK(w.Close());  // idempotent
+  EXPECT_EQ(AsStringView(test_util::ReadFileOrFail(path)), "abcd");
+}
+
+TEST_F(PosixEnvTest, WriteFileAtomicReplacesAndLeavesNoTemp) {
+  std::string path = dir_.Join("atomic");
+  CAIRN_ASSERT_OK(WriteFileAtomic(*env_, path, AsBytes("first")));
+  EXPECT_EQ(AsStringView(test_util::ReadFileOrFail(path)), "first");
+  CAIRN_ASSERT_OK(WriteFileAtomic(*env_, path, AsBytes("second, longer")));
+  EXPECT_EQ(AsStringView(test_util::ReadFileOrFail(path)), "second, longer");
+  CAIRN_ASSERT_OK(WriteFileAtomic(*env_, path, ByteSpan()));
+  EXPECT_TRUE(test_util::ReadFileOrFail(path).empty());
+  EXPECT_EQ(SortedList(dir_.path()), (std::vector<std::string>{"atomic"}));
+  // A missing directory fails and creates nothing.
+  EXPECT_EQ(CodeOf(WriteFileAtomic(*env_, dir_.Join("no/such"), AsBytes("x"))),
+            StatusCode::kNotFound);
+}
+
+TEST_F(PosixEnvTest, ReadWholeFileHonoursSizeLimit) {
+  std::string path = dir_.Join("whole");
+  Bytes data = test_util::RandomBytes(4097, 2);
+  test_util::WriteFileOrFail(path, data);
+  auto at_limit = ReadWholeFile(*env_, path, 4097);
+  CAIRN_ASSERT_OK(at_limit);
+  EXPECT_EQ(*at_limit, data);
+  auto over = ReadWholeFile(*env_, path, 4096);
+  EXPECT_EQ(CodeOf(over), StatusCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find(path), std::string_view::npos);
+  EXPECT_EQ(CodeOf(ReadWholeFile(*env_, dir_.Join("none"), 10)), StatusCode::kNotFound);
+
+  test_util::WriteFileOrFail(path, ByteSpan());
+  auto empty = ReadWholeFile(*env_, path, 0);
+  CAIRN_ASSERT_OK(empty);
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST_F(PosixEnvTest, ReadWholeFileIntoReusesTheBuffer) {
+  std::string path = dir_.Join("into");
+  Bytes data = test_util::RandomBytes(1000, 3);
+  test_util::WriteFileOrFail(path, data);
+  Bytes buffer(5000, 0xEE);
+  CAIRN_ASSERT_OK(ReadWholeFileInto(*env_, path, 1000, &buffer));
+  EXPECT_EQ(buffer, data);
+  EXPECT_EQ(CodeOf(ReadWholeFileInto(*env_, path, 999, &buffer)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(ReadWholeFileInto(*env_, dir_.Join("none"), 10, &buffer)),
+            StatusCode::kNotFound);
+}
+
+TEST_F(PosixEnvTest, ExclusiveLocksConflictAndReleaseOnDestruction) {
+  std::string path = dir_.Join(".lock");
+  auto first = env_->TryLock(path, /*exclusive=*/true);
+  CAIRN_ASSERT_OK(first);
+  auto second = env_->TryLock(path, /*exclusive=*/true);
+  EXPECT_EQ(CodeOf(second), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find(path), std::string_view::npos);
+  EXPECT_EQ(CodeOf(env_->TryLock(path, /*exclusive=*/false)), StatusCode::kUnavailable);
+
+  first->reset();  // releases the lock
+  auto third = env_->TryLock(path, /*exclusive=*/true);
+  CAIRN_EXPECT_OK(third);
+}
+
+TEST_F(PosixEnvTest, SharedLocksCoexistButExcludeWriters) {
+  std::string path = dir_.Join("shared.lock");
+  auto a = env_->TryLock(path, /*exclusive=*/false);
+  auto b = env_->TryLock(path, /*exclusive=*/false);
+  CAIRN_ASSERT_OK(a);
+  CAIRN_ASSERT_OK(b);
+  EXPECT_EQ(CodeOf(env_->TryLock(path, /*exclusive=*/true)), StatusCode::kUnavailable);
+  a->reset();
+  EXPECT_EQ(CodeOf(env_->TryLock(path, /*exclusive=*/true)), StatusCode::kUnavailable);
+  b->reset();
+  CAIRN_EXPECT_OK(env_->TryLock(path, /*exclusive=*/true));
+}
+
+TEST_F(PosixEnvTest, CreateDirsMakesParentsAndIsIdempotent) {
+  std::string deep = dir_.Join("a/b/c/d");
+  CAIRN_ASSERT_OK(CreateDirs(*env_, deep));
+  auto info = env_->Stat(deep);
+  CAIRN_ASSERT_OK(info);
+  EXPECT_TRUE(info->is_dir);
+  CAIRN_EXPECT_OK(CreateDirs(*env_, deep));
+  CAIRN_EXPECT_OK(CreateDirs(*env_, deep + "/"));
+
+  std::string file = dir_.Join("plain");
+  test_util::WriteFileOrFail(file, AsBytes("x"));
+  EXPECT_EQ(CodeOf(CreateDirs(*env_, file)), StatusCode::kAlreadyExists);
+  EXPECT_FALSE(CreateDirs(*env_, file + "/under").ok());
+}
+
+TEST_F(PosixEnvTest, SyncCallsSucceedOnRealDirectories) {
+  CAIRN_EXPECT_OK(env_->SyncDir(dir_.path()));
+  CAIRN_EXPECT_OK(env_->SyncFilesystem(dir_.path()));
+}
+
+TEST_F(PosixEnvTest, Clocks) {
+  EXPECT_GT(env_->NowUnixSeconds(), 1600000000);  // after 2020
+  int64_t a = env_->NowMonotonicNanos();
+  int64_t b = env_->NowMonotonicNanos();
+  EXPECT_LE(a, b);
+}
+
+TEST(PathTest, JoinPath) {
+  EXPECT_EQ(JoinPath("a", "b"), "a/b");
+  EXPECT_EQ(JoinPath("a/", "b"), "a/b");
+  EXPECT_EQ(JoinPath("a/", "/b"), "a/b");
+  EXPECT_EQ(JoinPath("a", "//b/c"), "a/b/c");
+  EXPECT_EQ(JoinPath("", "b"), "b");
+  EXPECT_EQ(JoinPath("/", "b"), "/b");
+}
+
+TEST(PathTest, DirName) {
+  EXPECT_EQ(DirName("a/b/c"), "a/b");
+  EXPECT_EQ(DirName("a/b/"), "a");
+  EXPECT_EQ(DirName("/a"), "/");
+  EXPECT_EQ(DirName("/"), "/");
+  EXPECT_EQ(DirName("file"), ".");
+  EXPECT_EQ(DirName(""), ".");
+}
+
+TEST(EnvWrapperTest, ForwardsToTarget) {
+  auto posix = NewPosixEnv();
+  EnvWrapper wrapper(posix.get());
+  EXPECT_EQ(wrapper.target(), posix.get());
+  test_util::TempDir dir;
+  CAIRN_ASSERT_OK(wrapper.CreateDir(dir.Join("x")));
+  auto info = posix->Stat(dir.Join("x"));
+  CAIRN_ASSERT_OK(info);
+  EXPECT_TRUE(info->is_dir);
+}
+
+}  // namespace
+}  // namespace cairn

@@ -1,0 +1,141 @@
+#include "pipeline/concurrency_controller.h"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace cairn::pipeline {
+namespace {
+
+constexpr uint64_t kBytes = 1 << 20;  // every simulated read returns 1 MiB
+
+// Feeds the controller `completions` reads from a simulated source whose
+// throughput at `in_flight` reads is `throughput(in_flight)` bytes/s, on a
+// virtual clock. `used(limit)` is how many reads the I/O stage actually
+// keeps in flight (the limit itself when the limit binds).
+template <typename Throughput, typename Used>
+void Simulate(ConcurrencyController& c, int completions, Throughput throughput, Used used,
+              int64_t* now_ns) {
+  for (int i = 0; i < completions; ++i) {
+    int in_flight = std::max(1, used(c.limit()));
+    double bps = throughput(in_flight);
+    auto dt = static_cast<int64_t>(1e9 * static_cast<double>(kBytes) / bps);
+    *now_ns += dt;
+    c.OnComplete(kBytes, dt * in_flight, *now_ns, in_flight);
+  }
+}
+
+ConcurrencyController::Options Adaptive(int initial) {
+  ConcurrencyController::Options o;
+  o.adaptive = true;
+  o.initial = initial;
+  o.min = 1;
+  o.max = 64;
+  o.window_ns = 100'000'000;
+  return o;
+}
+
+TEST(ConcurrencyControllerTest, FixedModeNeverMoves) {
+  ConcurrencyController::Options o;
+  o.adaptive = false;
+  o.initial = 7;
+  ConcurrencyController c(o);
+  EXPECT_FALSE(c.adaptive());
+  int64_t now = 0;
+  Simulate(c, 5000, [](int n) { return n * 100e6; }, [](int limit) { return limit; }, &now);
+  EXPECT_EQ(c.limit(), 7);
+  auto s = c.summary();
+  EXPECT_EQ(s.final_limit, 7);
+  EXPECT_EQ(s.max_limit, 7);
+  EXPECT_EQ(s.adjustments, 0);
+}
+
+TEST(ConcurrencyControllerTest, InitialIsClamped) {
+  auto o = Adaptive(500);
+  EXPECT_EQ(ConcurrencyController(o).limit(), 64);
+  o.initial = 0;
+  EXPECT_EQ(ConcurrencyController(o).limit(), 1);
+}
+
+TEST(ConcurrencyControllerTest, GrowsToWhereThroughputStopsGrowing) {
+  // Throughput scales with reads in flight up to 16 (an NVMe-like queue),
+  // then stays flat.
+  ConcurrencyController c(Adaptive(2));
+  int64_t now = 0;
+  auto source = [](int n) { return std::min(n, 16) * 50e6; };
+  Simulate(c, 20000, source, [](int limit) { return limit; }, &now);
+  EXPECT_GE(c.limit(), 12);
+  EXPECT_LE(c.limit(), 40);
+  auto s = c.summary();
+  EXPECT_GE(s.max_limit, 16);
+  EXPECT_GT(s.adjustments, 0);
+  EXPECT_GT(s.mean_limit, 2.0);
+}
+
+TEST(ConcurrencyControllerTest, KeepsGrowingWhileThroughputScales) {
+  // A WAN or object store: every extra read in flight adds throughput.
+  ConcurrencyController c(Adaptive(4));
+  int64_t now = 0;
+  Simulate(c, 20000, [](int n) { return n * 5e6; }, [](int limit) { return limit; }, &now);
+  EXPECT_GE(c.limit(), 48);
+}
+
+TEST(ConcurrencyControllerTest, FindsTheKneeAgainAfterConditionsChange) {
+  ConcurrencyController c(Adaptive(2));
+  int64_t now = 0;
+  Simulate(c, 20000, [](int n) { return std::min(n, 8) * 50e6; }, [](int l) { return l; }, &now);
+  EXPECT_GE(c.limit(), 8);
+  // The source gets faster with more parallelism (e.g. a cache warms up).
+  Simulate(c, 40000, [](int n) { return std::min(n, 32) * 50e6; }, [](int l) { return l; },
+           &now);
+  EXPECT_GE(c.limit(), 24);
+}
+
+TEST(ConcurrencyControllerTest, StaysLowWhenMoreReadsDoNotHelp) {
+  // A spinning disk: one or two reads in flight are best; more only add latency.
+  ConcurrencyController c(Adaptive(8));
+  int64_t now = 0;
+  auto source = [](int n) { return n <= 2 ? n * 80e6 : 160e6 / (1 + 0.05 * (n - 2)); };
+  Simulate(c, 20000, source, [](int limit) { return limit; }, &now);
+  EXPECT_LE(c.limit(), 6);
+}
+
+TEST(ConcurrencyControllerTest, ShrinksWhenTheLimitDoesNotBind) {
+  // The CPU stage is the bottleneck: only one read is ever in flight.
+  ConcurrencyController c(Adaptive(32));
+  int64_t now = 0;
+  Simulate(c, 2000, [](int) { return 100e6; }, [](int) { return 1; }, &now);
+  EXPECT_LE(c.limit(), 4);
+}
+
+TEST(ConcurrencyControllerTest, WindowNeedsEnoughTimeAndReads) {
+  ConcurrencyController c(Adaptive(4));
+  // Many reads, but all within 1 ms: no window closes, nothing changes.
+  for (int i = 0; i < 1000; ++i) c.OnComplete(kBytes, 1000, 1'000'000 + i, 4);
+  EXPECT_EQ(c.limit(), 4);
+  EXPECT_EQ(c.summary().adjustments, 0);
+}
+
+TEST(ConcurrencyControllerTest, ConcurrentReportsAreSafe) {
+  ConcurrencyController c(Adaptive(4));
+  std::atomic<int64_t> clock{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < 5000; ++i) {
+          int64_t now = clock.fetch_add(1'000'000) + 1'000'000;
+          c.OnComplete(kBytes, 1'000'000, now, c.limit());
+          (void)c.summary();
+        }
+      });
+    }
+  }
+  EXPECT_GE(c.limit(), 1);
+  EXPECT_LE(c.limit(), 64);
+}
+
+}  // namespace
+}  // namespace cairn::pipeline

@@ -1,0 +1,247 @@
+#include "pipeline/fetch_pipeline.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace cairn::pipeline {
+namespace {
+
+using namespace std::chrono_literals;
+
+ConcurrencyController::Options Fixed(int n) {
+  ConcurrencyController::Options o;
+  o.adaptive = false;
+  o.initial = n;
+  return o;
+}
+
+FetchPipelineOptions Opts(ConcurrencyController* c, int cpu = 2, uint64_t budget = 1 << 20) {
+  FetchPipelineOptions o;
+  o.cpu_workers = cpu;
+  o.max_io_threads = 16;
+  o.max_bytes_in_flight = budget;
+  o.controller = c;
+  return o;
+}
+
+Bytes Payload(size_t i) { return Bytes(1 + i % 7, static_cast<uint8_t>(i)); }
+
+TEST(FetchPipelineTest, EveryItemIsFetchedAndProcessedOnce) {
+  constexpr size_t kCount = 2000;
+  std::vector<std::atomic<int>> fetched(kCount);
+  std::vector<std::atomic<int>> processed(kCount);
+  ConcurrencyController c(Fixed(8));
+  FetchPipelineStats stats;
+  Status s = RunFetchPipeline(
+      kCount,
+      [&](size_t i, Bytes* out) -> Status {
+        ++fetched[i];
+        *out = Payload(i);
+        return Status::Ok();
+      },
+      [&](size_t i, Bytes& data) -> Status {
+        if (data != Payload(i)) return InternalError("wrong data for item " + std::to_string(i));
+        ++processed[i];
+        return Status::Ok();
+      },
+      [](size_t) { return uint64_t{16}; }, Opts(&c), &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(fetched[i].load(), 1) << i;
+    ASSERT_EQ(processed[i].load(), 1) << i;
+    bytes += Payload(i).size();
+  }
+  EXPECT_EQ(stats.items, kCount);
+  EXPECT_EQ(stats.fetched_bytes, bytes);
+  EXPECT_GE(stats.peak_reads_in_flight, 1);
+  EXPECT_LE(stats.peak_reads_in_flight, 8);
+}
+
+TEST(FetchPipelineTest, BuffersAreRecycled) {
+  // With one read in flight and one CPU worker, a handful of buffers serve
+  // every item: the fetch sees buffers that already have capacity.
+  ConcurrencyController c(Fixed(1));
+  std::atomic<int> reused{0};
+  Status s = RunFetchPipeline(
+      200,
+      [&](size_t, Bytes* out) {
+        if (out->capacity() >= 4096) ++reused;
+        out->assign(4096, 9);
+        return Status::Ok();
+      },
+      [](size_t, Bytes& data) {
+        return data.size() == 4096 ? Status::Ok() : InternalError("short buffer");
+      },
+      [](size_t) { return uint64_t{4096}; }, Opts(&c, 1), nullptr);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GT(reused.load(), 150);
+}
+
+TEST(FetchPipelineTest, ZeroItemsCallNothing) {
+  ConcurrencyController c(Fixed(4));
+  bool called = false;
+  Status s = RunFetchPipeline(
+      0,
+      [&](size_t, Bytes*) {
+        called = true;
+        return Status::Ok();
+      },
+      [&](size_t, Bytes&) {
+        called = true;
+        return Status::Ok();
+      },
+      [](size_t) { return uint64_t{1}; }, Opts(&c), nullptr);
+  EXPECT_TRUE(s.ok());
+  EXPECT_FALSE(called);
+}
+
+TEST(FetchPipelineTest, ReadsInFlightFollowTheLimit) {
+  for (int limit : {1, 3, 6}) {
+    ConcurrencyController c(Fixed(limit));
+    std::atomic<int> now{0};
+    std::atomic<int> peak{0};
+    FetchPipelineStats stats;
+    Status s = RunFetchPipeline(
+        48,
+        [&](size_t, Bytes* out) {
+          int n = ++now;
+          int p = peak.load();
+          while (n > p && !peak.compare_exchange_weak(p, n)) {
+          }
+          std::this_thread::sleep_for(5ms);  // long enough for `limit` reads to overlap
+          --now;
+          out->assign(10, 1);
+          return Status::Ok();
+        },
+        [](size_t, Bytes&) { return Status::Ok(); }, [](size_t) { return uint64_t{10}; },
+        Opts(&c), &stats);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_LE(peak.load(), limit);
+    EXPECT_EQ(peak.load(), limit) << "the limit was never reached with slow reads";
+    EXPECT_LE(stats.peak_reads_in_flight, limit);
+  }
+}
+
+TEST(FetchPipelineTest, ByteBudgetBoundsMemory) {
+  ConcurrencyController c(Fixed(16));
+  FetchPipelineStats stats;
+  Status s = RunFetchPipeline(
+      200,
+      [](size_t, Bytes* out) {
+        out->assign(100, 7);
+        return Status::Ok();
+      },
+      [](size_t, Bytes&) {
+        std::this_thread::sleep_for(100us);  // slow CPU stage: items pile up
+        return Status::Ok();
+      },
+      [](size_t) { return uint64_t{100}; }, Opts(&c, 1, 350), &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_LE(stats.peak_bytes_in_flight, 350u);
+  EXPECT_EQ(stats.items, 200u);
+}
+
+TEST(FetchPipelineTest, ItemLargerThanTheBudgetStillRuns) {
+  ConcurrencyController c(Fixed(4));
+  FetchPipelineStats stats;
+  Status s = RunFetchPipeline(
+      10,
+      [](size_t, Bytes* out) {
+        out->assign(1, 1);
+        return Status::Ok();
+      },
+      [](size_t, Bytes&) { return Status::Ok(); }, [](size_t) { return uint64_t{1000}; },
+      Opts(&c, 2, 100), &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(stats.items, 10u);
+  EXPECT_EQ(stats.peak_bytes_in_flight, 1000u);  // one at a time
+}
+
+TEST(FetchPipelineTest, FetchErrorCancelsAndIsReturned) {
+  constexpr size_t kCount = 5000;
+  ConcurrencyController c(Fixed(4));
+  std::atomic<size_t> fetches{0};
+  Status s = RunFetchPipeline(
+      kCount,
+      [&](size_t i, Bytes* out) -> Status {
+        ++fetches;
+        if (i == 20) return DataLossError("chunk 20 is damaged");
+        std::this_thread::sleep_for(200us);
+        out->assign(8, 0);
+        return Status::Ok();
+      },
+      [](size_t, Bytes&) { return Status::Ok(); }, [](size_t) { return uint64_t{8}; }, Opts(&c),
+      nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "chunk 20 is damaged");
+  EXPECT_LT(fetches.load(), kCount / 2) << "the pipeline kept going after the error";
+}
+
+TEST(FetchPipelineTest, ProcessErrorCancelsAndIsReturned) {
+  constexpr size_t kCount = 5000;
+  ConcurrencyController c(Fixed(4));
+  std::atomic<size_t> fetches{0};
+  Status s = RunFetchPipeline(
+      kCount,
+      [&](size_t, Bytes* out) {
+        ++fetches;
+        std::this_thread::sleep_for(100us);
+        out->assign(8, 0);
+        return Status::Ok();
+      },
+      [](size_t i, Bytes&) {
+        return i == 7 ? UnavailableError("sink went away") : Status::Ok();
+      },
+      [](size_t) { return uint64_t{8}; }, Opts(&c), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_LT(fetches.load(), kCount / 2);
+}
+
+TEST(FetchPipelineTest, ExceptionBecomesInternal) {
+  ConcurrencyController c(Fixed(2));
+  Status s = RunFetchPipeline(
+      10,
+      [](size_t i, Bytes* out) -> Status {
+        if (i == 3) throw std::runtime_error("bad fetch");
+        out->assign(1, 0);
+        return Status::Ok();
+      },
+      [](size_t, Bytes&) { return Status::Ok(); }, [](size_t) { return uint64_t{1}; }, Opts(&c),
+      nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_NE(s.message().find("bad fetch"), std::string_view::npos);
+}
+
+TEST(FetchPipelineTest, AdaptiveControllerCompletes) {
+  ConcurrencyController::Options o;
+  o.adaptive = true;
+  o.initial = 2;
+  o.window_ns = 5'000'000;
+  ConcurrencyController c(o);
+  std::atomic<size_t> done{0};
+  Status s = RunFetchPipeline(
+      400,
+      [](size_t, Bytes* out) {
+        std::this_thread::sleep_for(500us);
+        out->assign(1000, 3);
+        return Status::Ok();
+      },
+      [&](size_t, Bytes&) {
+        ++done;
+        return Status::Ok();
+      },
+      [](size_t) { return uint64_t{1000}; }, Opts(&c, 2, 1 << 20), nullptr);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(done.load(), 400u);
+  EXPECT_GE(c.limit(), 1);
+}
+
+}  // namespace
+}  // namespace cairn::pipeline

@@ -1,0 +1,20 @@
+# Integration, crash and fault-injection tests: they run the real cairn
+# binary (its path compiled in as CAIRN_BINARY) as a user would.
+# CAIRN_TEST_LARGE=0 shrinks the 2 GiB and > 4 GiB cases (sanitizer builds);
+# CAIRN_TEST_TMPDIR picks where their temporary directories go.
+add_executable(cairn_integration_tests
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_harness.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_fixture.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_roundtrip_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_dedup_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_corruption_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_crash_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_bad_input_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_json_test.cc
+)
+target_compile_definitions(cairn_integration_tests PRIVATE
+  CAIRN_BINARY="$<TARGET_FILE:cairn>")
+target_link_libraries(cairn_integration_tests PRIVATE
+  GTest::gtest_main nlohmann_json::nlohmann_json OpenSSL::Crypto Threads::Threads)
+add_dependencies(cairn_integration_tests cairn)
+gtest_discover_tests(cairn_integration_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)

@@ -1,0 +1,34 @@
+# Unit tests: one binary, sources beside the code (src/<module>/<file>_test.cc).
+# Every file is listed; no globbing.
+add_executable(cairn_unit_tests
+  ${PROJECT_SOURCE_DIR}/src/base/bytes_test.cc
+  ${PROJECT_SOURCE_DIR}/src/base/env_test.cc
+  ${PROJECT_SOURCE_DIR}/src/base/fault_injection_env_test.cc
+  ${PROJECT_SOURCE_DIR}/src/base/logging_test.cc
+  ${PROJECT_SOURCE_DIR}/src/base/status_test.cc
+  ${PROJECT_SOURCE_DIR}/src/format/coding_test.cc
+  ${PROJECT_SOURCE_DIR}/src/format/crc32c_test.cc
+  ${PROJECT_SOURCE_DIR}/src/crypto/sha256_test.cc
+  ${PROJECT_SOURCE_DIR}/src/blob/blob_test.cc
+  ${PROJECT_SOURCE_DIR}/src/index/fixed_index_test.cc
+  ${PROJECT_SOURCE_DIR}/src/index/manifest_test.cc
+  ${PROJECT_SOURCE_DIR}/src/store/local_chunk_store_test.cc
+  ${PROJECT_SOURCE_DIR}/src/datastore/datastore_test.cc
+  ${PROJECT_SOURCE_DIR}/src/datastore/snapshot_ref_test.cc
+  ${PROJECT_SOURCE_DIR}/src/datastore/snapshot_writer_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/bounded_queue_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/buffer_pool_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/concurrency_controller_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/fetch_pipeline_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/worker_group_test.cc
+  ${PROJECT_SOURCE_DIR}/src/backup/backup_test.cc
+  ${PROJECT_SOURCE_DIR}/src/backup/image_backup_test.cc
+  ${PROJECT_SOURCE_DIR}/src/restore/image_restore_test.cc
+  ${PROJECT_SOURCE_DIR}/src/restore/restore_test.cc
+  ${PROJECT_SOURCE_DIR}/src/verify/verify_test.cc
+)
+# Tests include "tests/unit_test_util.h".
+target_include_directories(cairn_unit_tests PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(cairn_unit_tests PRIVATE
+  cairn_backup cairn_restore cairn_verify GTest::gtest_main GTest::gmock)
+gtest_discover_tests(cairn_unit_tests DISCOVERY_TIMEOUT 60)

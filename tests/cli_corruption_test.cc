@@ -283,16 +283,14 @@ TEST_F(CorruptionTest, DamagedChunkSharedBySnapshotsFailsEachOfThem) {
   }
 }
 
-// DISABLED: fails today. After verify has found a damaged chunk, a new
-// backup of the same data skips the failed snapshot as dedup base, yet the
-// chunk store still holds the damaged file under the chunk's id, so the new
-// snapshot references it again and is just as broken. DESIGN.md (principle
-// 5) asks verify to quarantine bad chunks; once it does (e.g. renames the
-// file to <id>.bad), enable this test.
-TEST_F(CorruptionTest, DISABLED_BackupAfterDetectedDamageStoresTheChunkAgain) {
+// After verify has found a damaged chunk, a new backup of the same data must
+// not reference the damaged copy: verify quarantines it (<id>.bad), the
+// failed snapshot is not the dedup base, so the backup stores it again.
+TEST_F(CorruptionTest, BackupAfterDetectedDamageStoresTheChunkAgain) {
   FlipBit(ChunkPath(0), 64 + 1000, 2);
   RunResult r = OnStore("verify", {});
   ASSERT_EQ(r.exit_code, kExitCorruption) << r.Describe();
+  EXPECT_NE(r.out.find("quarantined"), std::string::npos) << r.Describe();
   Backup("vm/100", 3, {"disk0.img=" + Path("a.raw")});
   r = OnStore("verify", {Snap("vm/100", 3)});
   EXPECT_EQ(r.exit_code, kExitOk) << "the new snapshot reuses the damaged chunk: " << r.Describe();

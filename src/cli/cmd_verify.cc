@@ -52,7 +52,7 @@ void Run(Context& ctx, const VerifyArgs& args) {
   std::unique_ptr<store::ChunkSource> injected;
   auto source = MaybeInject(args.inject_latency, (*store)->chunks(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());
-  options.source = *source;
+  if (injected) options.source = injected.get();  // else: the store itself (quarantine on)
   auto report = verify::RunVerify(**store, options);
   if (!report.ok()) return Fail(ctx, report.status());
   const auto& r = *report;

@@ -1,6 +1,7 @@
 #include "datastore/datastore.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -236,18 +237,24 @@ std::optional<VerifyState> Datastore::ReadVerifyState(const SnapshotRef& snap) c
   if (!plain.ok()) return std::nullopt;
   json j = json::parse(AsStringView(*plain), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
-  try {
-    if (j.at("version").get<int>() != format::kVerifyStateVersion) return std::nullopt;
-    VerifyState state;
-    std::string outcome = j.at("state").get<std::string>();
-    if (outcome != "ok" && outcome != "failed") return std::nullopt;
-    state.outcome = outcome == "ok" ? VerifyOutcome::kOk : VerifyOutcome::kFailed;
-    state.time = j.at("time").get<int64_t>();
-    state.errors = j.at("errors").get<uint64_t>();
-    return state;
-  } catch (const json::exception&) {
+  // Types are checked before conversion: a float or a huge number where an
+  // integer belongs reads as "not verified", never as undefined behaviour.
+  auto integer = [&](const char* key) {
+    return j.contains(key) && (j[key].is_number_integer() || j[key].is_number_unsigned());
+  };
+  if (!integer("version") || !integer("time") || !j.contains("state") ||
+      !j["state"].is_string() || !j.contains("errors") || !j["errors"].is_number_unsigned()) {
     return std::nullopt;
   }
+  if (j["version"] != format::kVerifyStateVersion) return std::nullopt;
+  VerifyState state;
+  const std::string& outcome = j["state"].get_ref<const std::string&>();
+  if (outcome != "ok" && outcome != "failed") return std::nullopt;
+  state.outcome = outcome == "ok" ? VerifyOutcome::kOk : VerifyOutcome::kFailed;
+  if (j["time"].is_number_unsigned() && j["time"].get<uint64_t>() > INT64_MAX) return std::nullopt;
+  state.time = j["time"].get<int64_t>();
+  state.errors = j["errors"].get<uint64_t>();
+  return state;
 }
 
 Status Datastore::WriteVerifyState(const SnapshotRef& snap, const VerifyState& state) const {

@@ -96,6 +96,13 @@ Result<InsertResult> LocalChunkStore::Insert(const ChunkId& id, ByteSpan stored)
   return InsertResult{true, stored.size()};
 }
 
+Result<std::string> LocalChunkStore::Quarantine(const ChunkId& id) {
+  std::string path = ChunkPath(id);
+  std::string bad = path + ".bad";
+  CAIRN_RETURN_IF_ERROR(env_.Rename(path, bad));
+  return bad;
+}
+
 Status LocalChunkStore::Flush() { return env_.SyncFilesystem(JoinPath(dir_, kChunksDir)); }
 
 }  // namespace cairn::store

@@ -39,6 +39,11 @@ class LocalChunkStore final : public ChunkSource, public ChunkSink {
   Result<bool> Contains(const ChunkId& id) override;
   Status Flush() override;
 
+  // Moves a damaged chunk aside to <path>.bad (replacing an older .bad), so
+  // Contains() is false and the next backup of the same data stores it
+  // again. Returns the new path.
+  Result<std::string> Quarantine(const ChunkId& id);
+
   // Path of the file holding `id`.
   std::string ChunkPath(const ChunkId& id) const;
   const std::string& dir() const { return dir_; }

@@ -39,6 +39,7 @@ void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx, VerifyR
   auto manifest = store.ReadManifest(snap);
   if (!manifest.ok()) {
     result.ok = false;
+    ++result.errors;
     AddProblem(report, "manifest of " + snap.ToString(), manifest.status(), {snap.ToString()});
     return;
   }
@@ -48,6 +49,7 @@ void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx, VerifyR
       auto data = store.ReadBlobArchive(snap, entry);
       if (!data.ok()) {
         result.ok = false;
+        ++result.errors;
         AddProblem(report, "blob " + entry.name, data.status(), {label});
       }
       continue;
@@ -55,6 +57,7 @@ void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx, VerifyR
     auto idx = store.ReadImageIndex(snap, entry);
     if (!idx.ok()) {
       result.ok = false;
+      ++result.errors;
       AddProblem(report, "index " + entry.FileName(), idx.status(), {label});
       continue;
     }
@@ -158,16 +161,31 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
   for (size_t i = 0, u = 0; i < c.uses.size(); ++u) {
     size_t j = i;
     while (j < c.uses.size() && same(c.uses[j], c.uses[i])) ++j;
-    const Status& s = results[u];
+    Status s = results[u];
     if (!s.ok()) {
       std::vector<std::string> affected;
+      std::vector<size_t> snaps;
       for (size_t k = i; k < j; ++k) {
-        const std::string& label = c.archives[c.uses[k].archive];
-        if (affected.empty() || affected.back() != label) affected.push_back(label);
-        report.snapshots[c.archive_snapshot[c.uses[k].archive]].ok = false;
+        affected.push_back(c.archives[c.uses[k].archive]);
+        snaps.push_back(c.archive_snapshot[c.uses[k].archive]);
       }
       std::sort(affected.begin(), affected.end());
       affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+      std::sort(snaps.begin(), snaps.end());
+      snaps.erase(std::unique(snaps.begin(), snaps.end()), snaps.end());
+      for (size_t snap : snaps) {
+        report.snapshots[snap].ok = false;
+        ++report.snapshots[snap].errors;
+      }
+      if (s.code() == StatusCode::kDataLoss && options.quarantine && options.source == nullptr) {
+        auto moved = store.chunks().Quarantine(c.uses[i].id);
+        if (moved.ok()) {
+          s = Status(s.code(), fmt::format("{}; quarantined as {}", s.message(), *moved));
+        } else {
+          options.logger->Warn("could not quarantine chunk {}: {}",
+                               crypto::DigestHex(c.uses[i].id), moved.status().ToString());
+        }
+      }
       AddProblem(&report, "chunk " + crypto::DigestHex(c.uses[i].id), s, std::move(affected));
     }
     i = j;
@@ -176,12 +194,8 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
   if (options.record_state) {
     for (const auto& r : report.snapshots) {
       datastore::VerifyState state{
-          r.ok ? datastore::VerifyOutcome::kOk : datastore::VerifyOutcome::kFailed, start_unix, 0};
-      for (const auto& p : report.problems) {
-        for (const auto& a : p.affected) {
-          if (a.starts_with(r.snapshot.ToString())) ++state.errors;
-        }
-      }
+          r.ok ? datastore::VerifyOutcome::kOk : datastore::VerifyOutcome::kFailed, start_unix,
+          r.errors};
       Status s = store.WriteVerifyState(r.snapshot, state);
       if (!s.ok()) {
         options.logger->Warn("could not record verify state of {}: {}", r.snapshot.ToString(),

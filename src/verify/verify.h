@@ -8,7 +8,9 @@
 // checks on all cores): CRC over the stored bytes, decompression, SHA-256
 // against its id, length against the index. Damage never stops the run. A snapshot is ok only when all of that holds
 // for everything it needs; the result is stored with the snapshot
-// (verify.json.blob) without touching the manifest.
+// (verify.json.blob) without touching the manifest. A corrupt chunk is
+// quarantined (renamed to <id>.bad), so a later backup of the same data
+// heals the store instead of reusing the damaged copy.
 //
 // Verify takes no lock: it only reads, and a chunk or snapshot added while
 // it runs is simply not part of this run.
@@ -28,6 +30,10 @@ struct VerifyOptions {
   // Snapshots to check; empty means every snapshot in the datastore.
   std::vector<datastore::SnapshotRef> snapshots;
   bool record_state = true;  // write verify.json.blob per snapshot
+  // Rename a chunk that fails its checks to <id>.bad, so the next backup
+  // that meets the same data stores it again (only when reading the
+  // datastore's own chunk store, not a wrapped source).
+  bool quarantine = true;
   int jobs = 0;              // reads in flight: 0 = adaptive (auto), N = pinned
   // Where chunks are read from; null: the datastore's own chunk store.
   store::ChunkSource* source = nullptr;
@@ -47,6 +53,7 @@ struct SnapshotResult {
   datastore::SnapshotRef snapshot;
   bool ok = true;
   uint64_t chunks = 0;  // chunk references checked
+  uint64_t errors = 0;  // problems that touch this snapshot
 };
 
 struct VerifyReport {

@@ -7,7 +7,6 @@ namespace {
 
 constexpr double kGain = 1.10;      // slow start continues while throughput grows this much
 constexpr double kBetter = 1.05;    // a limit must beat the best by this much to replace it
-constexpr double kAging = 0.97;     // per-window decay of remembered throughput
 constexpr int kForgetAfter = 30;    // windows after which a record is dropped
 constexpr int kProbeUpEvery = 3;    // windows between upward probes at the best limit
 constexpr int kProbeDownEvery = 8;  // windows between downward probes
@@ -71,9 +70,10 @@ int ConcurrencyController::Choose(double throughput, double latency, double mean
     slow_start_ = false;
     return std::min(current, static_cast<int>(mean_in_flight * kMargin) + 2);
   }
-  // Age what we know, and forget what is stale.
+  // Forget what is stale. Values are not decayed: a fresh probe compared
+  // with a decayed older reading would always look better, and the limit
+  // would creep upward without gain.
   for (auto it = records_.begin(); it != records_.end();) {
-    it->second.throughput *= kAging;
     if (++it->second.age > kForgetAfter) {
       it = records_.erase(it);
     } else {

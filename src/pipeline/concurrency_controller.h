@@ -10,8 +10,9 @@
 //      limit; move to the best one, probe one step above it now and then
 //      (and one step below less often), and step back from a limit that
 //      brought no gain. A limit whose latency inflated without gain is left.
-//   3. Aging: old measurements decay, so a change in conditions (a cache
-//      that warms up, a link that slows down) is found again.
+//   3. Forgetting: a measurement older than 30 windows is dropped, so a
+//      change in conditions (a cache that warms up, a link that slows
+//      down) is found again by probing.
 //   4. Only a binding limit is tuned (as TCP validates its window when the
 //      application is the bottleneck, RFC 7661): when reads in flight stay
 //      well below the limit, because the CPU stage or the memory budget is

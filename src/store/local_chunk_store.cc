@@ -63,7 +63,9 @@ Status LocalChunkStore::ReadInto(const ChunkId& id, Bytes* out) {
 }
 
 SourceTraits LocalChunkStore::Traits() const {
-  return SourceTraits{MediumKind::kFlash, 8, fmt::format("local store {}", dir_)};
+  // Two reads in flight cover a page-cached or flash store; slow start
+  // grows it quickly when reads are what limits the run.
+  return SourceTraits{MediumKind::kFlash, 2, fmt::format("local store {}", dir_)};
 }
 
 Result<bool> LocalChunkStore::Contains(const ChunkId& id) {

@@ -40,6 +40,16 @@ class ConcurrencyController {
     int min = 1;
     int max = 64;
     int64_t window_ns = 100'000'000;  // 100 ms
+
+    // The options for `--jobs`: 0 = adaptive from `initial_for_source` (the
+    // source's suggested start), N = pinned at N. The ceiling is 64 or N.
+    static Options ForJobs(int jobs, int initial_for_source) {
+      Options o;
+      o.adaptive = jobs <= 0;
+      o.initial = jobs > 0 ? jobs : initial_for_source;
+      o.max = jobs > 64 ? jobs : 64;
+      return o;
+    }
   };
 
   explicit ConcurrencyController(const Options& options);

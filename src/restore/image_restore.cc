@@ -65,11 +65,8 @@ Result<ByteSpan> DecodeChecked(const Bytes& stored, const crypto::Digest& id, ui
 
 pipeline::ConcurrencyController::Options ControllerOptions(const ImageRestoreOptions& options,
                                                            const store::ChunkSource& source) {
-  pipeline::ConcurrencyController::Options c;
-  c.adaptive = options.jobs <= 0;
-  c.initial = options.jobs > 0 ? options.jobs : source.Traits().initial_reads_in_flight;
-  c.max = std::max(64, options.jobs);
-  return c;
+  return pipeline::ConcurrencyController::Options::ForJobs(
+      options.jobs, source.Traits().initial_reads_in_flight);
 }
 
 void RecordController(const pipeline::ConcurrencyController& controller,

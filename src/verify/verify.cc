@@ -87,10 +87,8 @@ Status CheckStored(const Bytes& stored, const ChunkUse& use, uint64_t* raw_bytes
 Status CheckChunks(store::ChunkSource& source, const std::vector<ChunkUse>& unique,
                    const VerifyOptions& options, std::vector<Status>* results,
                    VerifyReport* report) {
-  pipeline::ConcurrencyController::Options copts;
-  copts.adaptive = options.jobs <= 0;
-  copts.initial = options.jobs > 0 ? options.jobs : source.Traits().initial_reads_in_flight;
-  copts.max = std::max(64, options.jobs);
+  auto copts = pipeline::ConcurrencyController::Options::ForJobs(
+      options.jobs, source.Traits().initial_reads_in_flight);
   pipeline::ConcurrencyController controller(copts);
   pipeline::FetchPipelineOptions popts;
   popts.controller = &controller;

@@ -64,9 +64,14 @@ Result<int> ParseJobs(const std::string& text) {
   return n;
 }
 
-void AddInjectLatencyOption(CLI::App* cmd, std::string* spec) {
-  // Hidden (empty group): for latency sweeps in bench/, see docs/BENCHMARKS.md.
-  cmd->add_option("--inject-latency", *spec, "add MS[:JITTER_MS] to every chunk read")->group("");
+void AddBenchOptions(CLI::App* cmd, BenchOptions* options) {
+  // Hidden (empty group): for the sweeps in bench/, see docs/BENCHMARKS.md.
+  cmd->add_option("--inject-latency", options->inject_latency,
+                  "add MS[:JITTER_MS] to every chunk read")
+      ->group("");
+  cmd->add_option("--cpu-workers", options->cpu_workers, "checking threads (default: one per core)")
+      ->check(CLI::Range(1, 1024))
+      ->group("");
 }
 
 Result<store::ChunkSource*> MaybeInject(const std::string& spec, store::ChunkSource& base,

@@ -48,8 +48,13 @@ void AddJsonOption(CLI::App* cmd, Context& ctx);
 // Parses --jobs: "auto" → 0, or a number 1…1024.
 Result<int> ParseJobs(const std::string& text);
 
-// Adds the hidden --inject-latency MS[:JITTER_MS] option (benchmarks only).
-void AddInjectLatencyOption(CLI::App* cmd, std::string* spec);
+// Hidden options for benchmarks (docs/BENCHMARKS.md), left out of --help:
+// --inject-latency MS[:JITTER_MS] and --cpu-workers N.
+struct BenchOptions {
+  std::string inject_latency;
+  int cpu_workers = 0;  // 0: one per core
+};
+void AddBenchOptions(CLI::App* cmd, BenchOptions* options);
 // Wraps `base` when `spec` is set; returns the source to read from.
 Result<store::ChunkSource*> MaybeInject(const std::string& spec, store::ChunkSource& base,
                                         std::unique_ptr<store::ChunkSource>* holder);

@@ -13,7 +13,7 @@ struct RestoreArgs {
   std::string target;
   bool overwrite = false;
   std::string jobs = "auto";
-  std::string inject_latency;
+  BenchOptions bench;
 };
 
 void Run(Context& ctx, const RestoreArgs& args) {
@@ -25,9 +25,10 @@ void Run(Context& ctx, const RestoreArgs& args) {
   if (!jobs_or.ok()) return Fail(ctx, jobs_or.status());
   int jobs = *jobs_or;
   std::unique_ptr<store::ChunkSource> injected;
-  auto source = MaybeInject(args.inject_latency, (*store)->chunks(), &injected);
+  auto source = MaybeInject(args.bench.inject_latency, (*store)->chunks(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());
   restore::RestoreRequest request{*spec, args.archive, args.target, args.overwrite, jobs, *source};
+  request.cpu_workers = args.bench.cpu_workers;
   auto report = restore::RunRestore(**store, request);
   if (!report.ok()) return Fail(ctx, report.status());
   const auto& s = report->stats;
@@ -72,7 +73,7 @@ void RegisterRestore(CLI::App& app, Context& ctx) {
   cmd->add_flag("--overwrite", args->overwrite, "write over an existing file or device");
   cmd->add_option("--jobs", args->jobs,
                   "reads in flight: auto (self-tuning, default) or N");
-  AddInjectLatencyOption(cmd, &args->inject_latency);
+  AddBenchOptions(cmd, &args->bench);
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }
 

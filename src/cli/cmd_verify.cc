@@ -34,7 +34,7 @@ Result<std::vector<datastore::SnapshotRef>> Select(const datastore::Datastore& s
 struct VerifyArgs {
   std::string what;
   std::string jobs = "auto";
-  std::string inject_latency;
+  BenchOptions bench;
 };
 
 void Run(Context& ctx, const VerifyArgs& args) {
@@ -49,8 +49,9 @@ void Run(Context& ctx, const VerifyArgs& args) {
   auto jobs = ParseJobs(args.jobs);
   if (!jobs.ok()) return Fail(ctx, jobs.status());
   options.jobs = *jobs;
+  options.cpu_workers = args.bench.cpu_workers;
   std::unique_ptr<store::ChunkSource> injected;
-  auto source = MaybeInject(args.inject_latency, (*store)->chunks(), &injected);
+  auto source = MaybeInject(args.bench.inject_latency, (*store)->chunks(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());
   if (injected) options.source = injected.get();  // else: the store itself (quarantine on)
   auto report = verify::RunVerify(**store, options);
@@ -106,7 +107,7 @@ void RegisterVerify(CLI::App& app, Context& ctx) {
   cmd->add_option("SNAPSHOT_OR_GROUP", args->what,
                   "vm/100/2026-11-30T05:00:00Z, vm/100/latest or vm/100 (default: everything)");
   cmd->add_option("--jobs", args->jobs, "reads in flight: auto (self-tuning, default) or N");
-  AddInjectLatencyOption(cmd, &args->inject_latency);
+  AddBenchOptions(cmd, &args->bench);
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }
 

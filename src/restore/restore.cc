@@ -42,6 +42,7 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
     ImageRestoreOptions options;
     options.overwrite = request.overwrite;
     options.jobs = request.jobs;
+    options.cpu_workers = request.cpu_workers;
     store::ChunkSource& source = request.source ? *request.source : store.chunks();
     s = RestoreImage(env, *idx, source, request.target, options, &report.stats);
   } else {

@@ -17,6 +17,7 @@ struct RestoreRequest {
   // Where chunks are read from; null: the datastore's own chunk store.
   // (Benchmarks wrap it in a store::InjectingSource.) Must outlive the call.
   store::ChunkSource* source = nullptr;
+  int cpu_workers = 0;  // checking threads; 0: one per core
 };
 
 struct RestoreReport {

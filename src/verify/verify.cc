@@ -93,6 +93,7 @@ Status CheckChunks(store::ChunkSource& source, const std::vector<ChunkUse>& uniq
   pipeline::FetchPipelineOptions popts;
   popts.controller = &controller;
   popts.max_io_threads = copts.max;
+  popts.cpu_workers = options.cpu_workers;
   std::atomic<uint64_t> stored_bytes{0}, raw_bytes{0};
   results->assign(unique.size(), Status::Ok());
   Status s = pipeline::RunFetchPipeline(

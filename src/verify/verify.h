@@ -35,6 +35,7 @@ struct VerifyOptions {
   // datastore's own chunk store, not a wrapped source).
   bool quarantine = true;
   int jobs = 0;              // reads in flight: 0 = adaptive (auto), N = pinned
+  int cpu_workers = 0;       // checking threads; 0: one per core
   // Where chunks are read from; null: the datastore's own chunk store.
   store::ChunkSource* source = nullptr;
   Logger* logger = nullptr;  // REQUIRED

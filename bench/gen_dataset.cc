@@ -16,40 +16,13 @@
 #include <string>
 #include <string_view>
 
+#include "base/bytes.h"
 #include "gendata/image_gen.h"
 #include "gendata/tree_gen.h"
 
 namespace cairn::bench {
 namespace {
 
-// "2G", "512MiB", "1.5g", "4096" → bytes (binary units, like the Python tool).
-Result<uint64_t> ParseSize(const std::string& original) {
-  std::string text = original;
-  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  static constexpr std::pair<std::string_view, uint64_t> kSuffixes[] = {
-      {"TIB", uint64_t{1} << 40}, {"GIB", uint64_t{1} << 30}, {"MIB", uint64_t{1} << 20},
-      {"KIB", uint64_t{1} << 10}, {"T", uint64_t{1} << 40},   {"G", uint64_t{1} << 30},
-      {"M", uint64_t{1} << 20},   {"K", uint64_t{1} << 10},   {"B", 1}};
-  uint64_t mult = 1;
-  for (const auto& [suffix, m] : kSuffixes) {
-    if (text.size() > suffix.size() && text.ends_with(suffix)) {
-      mult = m;
-      text.resize(text.size() - suffix.size());
-      break;
-    }
-  }
-  size_t used = 0;
-  double value = -1;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !(value >= 0) || value * static_cast<double>(mult) > 0x1p62) {
-    return InvalidArgumentError(fmt::format("size '{}' is not a size like 2G or 512M", original));
-  }
-  return static_cast<uint64_t>(value * static_cast<double>(mult));
-}
 
 int Finish(const Result<nlohmann::ordered_json>& manifest, std::string manifest_path, bool quiet) {
   if (!manifest.ok()) {
@@ -101,7 +74,7 @@ int Main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (img->parsed()) {
-    auto size = ParseSize(image_size);
+    auto size = ParseByteSize(image_size);
     if (!size.ok()) {
       fmt::print(stderr, "cairn-gendata: {}\n", size.status().message());
       return 2;
@@ -109,7 +82,7 @@ int Main(int argc, char** argv) {
     image.size = *size;
     return Finish(GenerateImage(image), image.path, quiet);
   }
-  auto size = ParseSize(tree_size);
+  auto size = ParseByteSize(tree_size);
   if (!size.ok()) {
     fmt::print(stderr, "cairn-gendata: {}\n", size.status().message());
     return 2;

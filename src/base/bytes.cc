@@ -1,6 +1,9 @@
 #include "base/bytes.h"
 
+#include <cctype>
 #include <cstring>
+#include <exception>
+#include <utility>
 
 namespace cairn {
 
@@ -46,6 +49,36 @@ bool IsAllZero(ByteSpan data) {
     if (p[i] != 0) return false;
   }
   return true;
+}
+
+Result<uint64_t> ParseByteSize(std::string_view original) {
+  std::string text(original);
+  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static constexpr std::pair<std::string_view, uint64_t> kSuffixes[] = {
+      {"TIB", uint64_t{1} << 40}, {"GIB", uint64_t{1} << 30}, {"MIB", uint64_t{1} << 20},
+      {"KIB", uint64_t{1} << 10}, {"T", uint64_t{1} << 40},   {"G", uint64_t{1} << 30},
+      {"M", uint64_t{1} << 20},   {"K", uint64_t{1} << 10},   {"B", 1}};
+  uint64_t mult = 1;
+  for (const auto& [suffix, m] : kSuffixes) {
+    if (text.size() > suffix.size() && text.ends_with(suffix)) {
+      mult = m;
+      text.resize(text.size() - suffix.size());
+      break;
+    }
+  }
+  size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || !(value >= 0) ||
+      value * static_cast<double>(mult) > 0x1p62) {
+    return InvalidArgumentError("size '" + std::string(original) +
+                                "' is not a size like 2G or 512M");
+  }
+  return static_cast<uint64_t>(value * static_cast<double>(mult));
 }
 
 }  // namespace cairn

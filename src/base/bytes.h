@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
+
 namespace cairn {
 
 using Bytes = std::vector<uint8_t>;
@@ -28,5 +30,8 @@ bool FromHex(std::string_view hex, MutableByteSpan out);
 
 // True when every byte of `data` is zero (word-at-a-time).
 bool IsAllZero(ByteSpan data);
+
+// "2G", "512MiB", "1.5g", "4096" → bytes (binary units, any case).
+Result<uint64_t> ParseByteSize(std::string_view text);
 
 }  // namespace cairn

@@ -89,3 +89,20 @@ TEST(BytesTest, StringViewConversions) {
 
 }  // namespace
 }  // namespace cairn
+
+namespace cairn {
+namespace {
+
+TEST(ParseByteSizeTest, UnitsAndErrors) {
+  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
+  EXPECT_EQ(*ParseByteSize("256M"), uint64_t{256} << 20);
+  EXPECT_EQ(*ParseByteSize("2GiB"), uint64_t{2} << 30);
+  EXPECT_EQ(*ParseByteSize("1.5g"), uint64_t{3} << 29);
+  EXPECT_EQ(*ParseByteSize("64k"), uint64_t{64} << 10);
+  for (const char* bad : {"", "M", "-1M", "12X", "lots", "1e30T"}) {
+    EXPECT_FALSE(ParseByteSize(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace cairn

@@ -1,7 +1,11 @@
-// cairn restore -r REPO SNAPSHOT ARCHIVE TARGET [--overwrite] [--jobs auto|N]
+// cairn restore -r REPO SNAPSHOT ARCHIVE TARGET [--overwrite | --in-place]
+// cairn restore -r REPO SNAPSHOT --all DIR
+// cairn restore -r REPO SNAPSHOT (ARCHIVE | --all) --rehearse
+//   [--jobs auto|N] [--memory SIZE] [--json]
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
+#include "cli/progress_bar.h"
 #include "restore/restore.h"
 
 namespace cairn::cli {
@@ -11,68 +15,210 @@ struct RestoreArgs {
   std::string snapshot;
   std::string archive;
   std::string target;
+  std::string all_dir;  // --all DIR
   bool overwrite = false;
+  bool in_place = false;
+  bool rehearse = false;
   std::string jobs = "auto";
+  std::string memory = "256M";
   BenchOptions bench;
+  CLI::Option* all = nullptr;
 };
 
+// Checks the combination of positionals and flags; fills the request.
+Status Check(const RestoreArgs& args, restore::RestoreRequest* request) {
+  request->all = args.all->count() > 0;
+  if (request->all) {
+    if (!args.target.empty() || (!args.archive.empty() && !args.all_dir.empty())) {
+      return InvalidArgumentError("--all DIR restores every archive; name no archive or target");
+    }
+    // `restore SNAP DIR --all` reads DIR as the archive: take it as the directory.
+    request->target = args.all_dir.empty() ? args.archive : args.all_dir;
+    if (request->target.empty() && !args.rehearse) {
+      return InvalidArgumentError("--all needs the directory to restore into: --all DIR");
+    }
+  } else {
+    if (args.archive.empty()) {
+      return InvalidArgumentError("name the archive to restore (like disk0.img), or pass --all DIR");
+    }
+    if (args.target.empty() && !args.rehearse) {
+      return InvalidArgumentError(
+          "name the target: a new file, an existing one with --overwrite or --in-place, a "
+          "block device, or - for stdout");
+    }
+    request->archive = args.archive;
+    request->target = args.target;
+  }
+  if (args.rehearse && args.in_place && request->target.empty()) {
+    return InvalidArgumentError("--rehearse --in-place needs the target to compare against");
+  }
+  if (args.in_place && request->target == "-") {
+    return InvalidArgumentError("--in-place needs a file or device, not stdout");
+  }
+  CAIRN_ASSIGN_OR_RETURN(request->max_bytes_in_flight, ParseByteSize(args.memory));
+  if (request->max_bytes_in_flight < (uint64_t{16} << 20)) {
+    return InvalidArgumentError(fmt::format("--memory {} is below the 16M minimum", args.memory));
+  }
+  request->overwrite = args.overwrite;
+  request->in_place = args.in_place;
+  request->rehearse = args.rehearse;
+  CAIRN_ASSIGN_OR_RETURN(request->jobs, ParseJobs(args.jobs));
+  request->cpu_workers = args.bench.cpu_workers;
+  return Status::Ok();
+}
+
+double MBPerSecond(uint64_t bytes, double secs) {
+  return secs > 0 ? static_cast<double>(bytes) / 1e6 / secs : 0;
+}
+
+nlohmann::json ArchiveJson(const restore::ArchiveResult& a) {
+  const auto& s = a.stats;
+  return {{"archive", a.archive},
+          {"kind", a.kind == index::ArchiveKind::kImage ? "image" : "blob"},
+          {"target", a.target},
+          {"bytes", s.bytes},
+          {"seconds", s.seconds},
+          {"mib_per_s", MiBPerSecond(s.bytes, s.seconds)},
+          {"fetched_bytes", s.fetched_bytes},
+          {"chunks_fetched", s.chunks_fetched},
+          {"stored_bytes_read", s.stored_bytes},
+          {"written_bytes", s.written_bytes},
+          {"scanned_bytes", s.scanned_bytes},
+          {"skipped_bytes",
+           {{"zero", s.zero_bytes}, {"dedup", s.dedup_bytes}, {"in_place", s.in_place_bytes}}},
+          {"zero_chunks", s.zero_chunks}};
+}
+
+void PrintJsonReport(const restore::RestoreReport& report, const restore::RestoreRequest& request) {
+  restore::ImageRestoreStats total;
+  nlohmann::json archives = nlohmann::json::array();
+  const restore::ImageRestoreStats* pipeline = nullptr;
+  for (const auto& a : report.archives) {
+    archives.push_back(ArchiveJson(a));
+    const auto& s = a.stats;
+    total.bytes += s.bytes;
+    total.fetched_bytes += s.fetched_bytes;
+    total.chunks_fetched += s.chunks_fetched;
+    total.stored_bytes += s.stored_bytes;
+    total.written_bytes += s.written_bytes;
+    total.zero_bytes += s.zero_bytes;
+    total.dedup_bytes += s.dedup_bytes;
+    total.in_place_bytes += s.in_place_bytes;
+    total.zero_chunks += s.zero_chunks;
+    if (a.kind == index::ArchiveKind::kImage) pipeline = &s;
+  }
+  nlohmann::json j = {
+      {"snapshot", report.snapshot.ToString()},
+      {"mode", request.rehearse ? "rehearse" : request.in_place ? "in-place" : "restore"},
+      {"archives", archives},
+      {"bytes", total.bytes},
+      {"seconds", report.seconds},
+      {"mib_per_s", MiBPerSecond(total.bytes, report.seconds)},
+      {"fetched_bytes", total.fetched_bytes},
+      {"chunks_fetched", total.chunks_fetched},
+      {"stored_bytes_read", total.stored_bytes},
+      {"written_bytes", total.written_bytes},
+      {"skipped_bytes",
+       {{"zero", total.zero_bytes}, {"dedup", total.dedup_bytes},
+        {"in_place", total.in_place_bytes}}},
+      {"zero_chunks", total.zero_chunks},
+      {"jobs", {{"mode", request.jobs == 0 ? "auto" : "fixed"},
+                {"final", pipeline ? pipeline->jobs_final : 0},
+                {"max", pipeline ? pipeline->jobs_max : 0},
+                {"mean", pipeline ? pipeline->jobs_mean : 0.0}}},
+      {"memory_limit_bytes", request.max_bytes_in_flight},
+      {"peak_bytes_in_flight", pipeline ? pipeline->peak_bytes_in_flight : 0}};
+  if (!request.all && !report.archives.empty()) {
+    j["archive"] = report.archives[0].archive;
+    j["target"] = report.archives[0].target;
+  }
+  if (request.rehearse) j["predicted_seconds"] = report.seconds;
+  PrintJson(j);
+}
+
+void PrintHuman(FILE* out, const restore::RestoreReport& report,
+                const restore::RestoreRequest& request) {
+  for (const auto& a : report.archives) {
+    const auto& s = a.stats;
+    const char* kind = a.kind == index::ArchiveKind::kImage ? "image" : "blob";
+    if (a.kind == index::ArchiveKind::kImage) {
+      std::string skipped = fmt::format("zero {}, dedup {}", HumanBytes(s.zero_bytes),
+                                        HumanBytes(s.dedup_bytes));
+      if (request.in_place) skipped += fmt::format(", already in place {}", HumanBytes(s.in_place_bytes));
+      fmt::print(out, "{} {}: fetched {} ({} chunks), skipped {}; wrote {}; reads in flight {} "
+                 "(max {}, {})\n",
+                 request.rehearse ? "rehearsed" : "restored", a.archive, HumanBytes(s.fetched_bytes),
+                 s.chunks_fetched, skipped, HumanBytes(s.written_bytes), s.jobs_final, s.jobs_max,
+                 request.jobs == 0 ? "auto" : "fixed");
+    }
+    if (request.rehearse) {
+      fmt::print(out,
+                 "rehearsal {} {} complete (bytes={}, duration={:.2f} s, speed={:.2f} MB/s): "
+                 "nothing written; a real restore would take about {:.1f} s if the target keeps "
+                 "up\n",
+                 kind, a.archive, s.bytes, s.seconds, MBPerSecond(s.bytes, s.seconds), s.seconds);
+    } else {
+      fmt::print(out, "restore {} complete (bytes={}, duration={:.2f} s, speed={:.2f} MB/s)\n",
+                 kind, s.bytes, s.seconds, MBPerSecond(s.bytes, s.seconds));
+    }
+  }
+}
+
 void Run(Context& ctx, const RestoreArgs& args) {
+  restore::RestoreRequest request;
+  if (Status s = Check(args, &request); !s.ok()) return Fail(ctx, s);
   auto store = OpenRepo(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
   auto spec = datastore::ParseSnapshotSpec(ctx.ns, args.snapshot);
   if (!spec.ok()) return Fail(ctx, spec.status());
-  auto jobs_or = ParseJobs(args.jobs);
-  if (!jobs_or.ok()) return Fail(ctx, jobs_or.status());
-  int jobs = *jobs_or;
+  request.snapshot = *spec;
   std::unique_ptr<store::ChunkSource> injected;
   auto source = MaybeInject(args.bench.inject_latency, (*store)->chunks(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());
-  restore::RestoreRequest request{*spec, args.archive, args.target, args.overwrite, jobs, *source};
-  request.cpu_workers = args.bench.cpu_workers;
-  auto report = restore::RunRestore(**store, request);
+  request.source = *source;
+  pipeline::Progress progress;
+  request.progress = &progress;
+  Result<restore::RestoreReport> report = [&] {
+    ProgressBar bar(progress, stderr, ProgressBar::StderrIsTerminal());
+    return restore::RunRestore(**store, request);
+  }();
   if (!report.ok()) return Fail(ctx, report.status());
-  const auto& s = report->stats;
-  bool to_stdout = args.target == "-";
-  if (ctx.json && !to_stdout) {
-    PrintJson({{"snapshot", report->snapshot.ToString()},
-               {"archive", report->archive},
-               {"target", report->target},
-               {"bytes", s.bytes},
-               {"seconds", report->seconds},
-               {"mib_per_s", MiBPerSecond(s.bytes, report->seconds)},
-               {"chunks_fetched", s.chunks_fetched},
-               {"stored_bytes_read", s.stored_bytes},
-               {"zero_chunks", s.zero_chunks},
-               {"written_bytes", s.written_bytes},
-               {"jobs", {{"mode", jobs == 0 ? "auto" : "fixed"},
-                         {"final", s.jobs_final},
-                         {"max", s.jobs_max},
-                         {"mean", s.jobs_mean}}},
-               {"peak_bytes_in_flight", s.peak_bytes_in_flight}});
-  } else {
-    // With the data on stdout, the summary goes to stderr.
-    fmt::print(to_stdout ? stderr : stdout,
-               "restored {} of {} to {}: {} in {:.2f} s ({}), {} chunks fetched, {} zero, "
-               "reads in flight {} (max {})\n",
-               report->archive, report->snapshot.ToString(), report->target, HumanBytes(s.bytes),
-               report->seconds, HumanRate(s.bytes, report->seconds), s.chunks_fetched,
-               s.zero_chunks, s.jobs_final, s.jobs_max);
-  }
+  bool to_stdout = request.target == "-" && !request.rehearse;
+  if (ctx.json && !to_stdout) return PrintJsonReport(*report, request);
+  // With the data on stdout, the summary goes to stderr.
+  PrintHuman(to_stdout ? stderr : stdout, *report, request);
 }
 
 }  // namespace
 
 void RegisterRestore(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("restore", "restore an archive of a snapshot");
+  auto* cmd = app.add_subcommand(
+      "restore",
+      "restore an archive of a snapshot (or --all of them), in place, or as a rehearsal");
   auto args = std::make_shared<RestoreArgs>();
   AddRepoOptions(cmd, ctx);
   AddJsonOption(cmd, ctx);
   cmd->add_option("SNAPSHOT", args->snapshot, "TYPE/ID/TIME or TYPE/ID/latest")->required();
-  cmd->add_option("ARCHIVE", args->archive, "archive name, like disk0.img")->required();
-  cmd->add_option("TARGET", args->target, "file, block device, or - for stdout")->required();
-  cmd->add_flag("--overwrite", args->overwrite, "write over an existing file or device");
-  cmd->add_option("--jobs", args->jobs,
-                  "reads in flight: auto (self-tuning, default) or N");
+  cmd->add_option("ARCHIVE", args->archive, "archive name, like disk0.img");
+  cmd->add_option("TARGET", args->target,
+                  "new file, existing file or block device (with --overwrite or --in-place), "
+                  "or - for stdout");
+  args->all = cmd->add_option("--all", args->all_dir,
+                              "restore every archive of the snapshot into directory DIR at once")
+                  ->expected(0, 1)
+                  ->type_name("DIR");
+  auto* overwrite =
+      cmd->add_flag("--overwrite", args->overwrite, "write over an existing file or device");
+  cmd->add_flag("--in-place", args->in_place,
+                "on an existing file or device, read and hash it first and rewrite only the "
+                "chunks that differ")
+      ->excludes(overwrite);
+  cmd->add_flag("--rehearse", args->rehearse,
+                "fetch, decode and check everything but write nothing; report the speed a real "
+                "restore would reach");
+  cmd->add_option("--jobs", args->jobs, "reads in flight: auto (self-tuning, default) or N");
+  cmd->add_option("--memory", args->memory,
+                  "bytes of chunks in flight at most (default 256M; any image size fits)");
   AddBenchOptions(cmd, &args->bench);
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }

@@ -160,6 +160,9 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
         return s;
       }
       controller.OnComplete(data.size(), end - start, end, in_flight);
+      if (options.progress != nullptr) {
+        options.progress->reads_limit.store(controller.limit(), std::memory_order_relaxed);
+      }
       fetched_bytes.fetch_add(data.size(), std::memory_order_relaxed);
       if (!queue.Push(Fetched{index, reserved, std::move(data)})) return Status::Ok();
     }

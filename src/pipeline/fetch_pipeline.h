@@ -30,6 +30,7 @@
 #include "base/bytes.h"
 #include "base/status.h"
 #include "pipeline/concurrency_controller.h"
+#include "pipeline/progress.h"
 
 namespace cairn::pipeline {
 
@@ -38,6 +39,7 @@ struct FetchPipelineOptions {
   int max_io_threads = 64;  // upper bound of reads in flight
   uint64_t max_bytes_in_flight = uint64_t{256} << 20;
   ConcurrencyController* controller = nullptr;  // REQUIRED; outlives the call
+  Progress* progress = nullptr;  // optional: gets the current read limit
 };
 
 struct FetchPipelineStats {

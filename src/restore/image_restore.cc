@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "blob/blob.h"
+#include "crypto/sha256.h"
 #include "pipeline/fetch_pipeline.h"
 
 namespace cairn::restore {
@@ -33,13 +34,6 @@ class ZeroIds {
   uint32_t tail_len_ = 0;
 };
 
-// Counters shared by the pipeline threads.
-struct Counters {
-  std::atomic<uint64_t> chunks{0};
-  std::atomic<uint64_t> stored{0};
-  std::atomic<uint64_t> written{0};
-};
-
 // Reads the stored bytes of `id`. A chunk the index needs but the store
 // lacks is damage (DataLoss), not a usage error.
 Status ReadStored(store::ChunkSource& source, const crypto::Digest& id, Bytes* out) {
@@ -63,12 +57,18 @@ Result<ByteSpan> DecodeChecked(const Bytes& stored, const crypto::Digest& id, ui
   return plain;
 }
 
-pipeline::ConcurrencyController::Options ControllerOptions(const ImageRestoreOptions& options,
-                                                           const store::ChunkSource& source) {
-  return pipeline::ConcurrencyController::Options::ForJobs(
-      options.jobs, source.Traits().initial_reads_in_flight);
+pipeline::FetchPipelineOptions PipelineOptions(const ImageRestoreOptions& options,
+                                               pipeline::ConcurrencyController& controller) {
+  pipeline::FetchPipelineOptions p;
+  p.cpu_workers = options.cpu_workers;
+  p.max_io_threads = std::max(64, options.jobs);
+  p.max_bytes_in_flight = options.max_bytes_in_flight;
+  p.controller = &controller;
+  p.progress = options.progress;
+  return p;
 }
 
+// The pipeline's figures, the same for every target of one restore.
 void RecordController(const pipeline::ConcurrencyController& controller,
                       const pipeline::FetchPipelineStats& ps, ImageRestoreStats* stats) {
   auto summary = controller.summary();
@@ -78,14 +78,11 @@ void RecordController(const pipeline::ConcurrencyController& controller,
   stats->peak_bytes_in_flight = std::max(stats->peak_bytes_in_flight, ps.peak_bytes_in_flight);
 }
 
-pipeline::FetchPipelineOptions PipelineOptions(const ImageRestoreOptions& options,
-                                               pipeline::ConcurrencyController& controller) {
-  pipeline::FetchPipelineOptions p;
-  p.cpu_workers = options.cpu_workers;
-  p.max_io_threads = std::max(64, options.jobs);
-  p.max_bytes_in_flight = options.max_bytes_in_flight;
-  p.controller = &controller;
-  return p;
+void StartPhase(const ImageRestoreOptions& options, const char* name, uint64_t total) {
+  if (options.progress != nullptr) options.progress->StartPhase(name, total);
+}
+void AddProgress(const ImageRestoreOptions& options, uint64_t bytes) {
+  if (options.progress != nullptr) options.progress->Add(bytes);
 }
 
 // In-order restore to a stream: windows of positions that fit the memory
@@ -94,10 +91,12 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
                        const ImageRestoreOptions& options, ImageRestoreStats* stats) {
   const ZeroIds zero(idx);
   const Bytes zeros(idx.chunk_size(), 0);
-  pipeline::ConcurrencyController controller(ControllerOptions(options, source));
+  pipeline::ConcurrencyController controller(pipeline::ConcurrencyController::Options::ForJobs(
+      options.jobs, source.Traits().initial_reads_in_flight));
   const size_t window =
       std::max<size_t>(1, options.max_bytes_in_flight / std::max<uint32_t>(1, idx.chunk_size()));
-  Counters counters;
+  std::atomic<uint64_t> stored{0};
+  StartPhase(options, "restore", idx.image_size());
   for (size_t begin = 0; begin < idx.chunk_count(); begin += window) {
     size_t end = std::min(idx.chunk_count(), begin + window);
     // Distinct non-zero ids of the window, each fetched once.
@@ -116,22 +115,26 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
         [&](size_t k, Bytes* out) {
           return ReadStored(source, idx.digest(fetch_positions[k]), out);
         },
-        [&](size_t k, Bytes& stored) -> Status {
+        [&](size_t k, Bytes& data) -> Status {
           size_t pos = fetch_positions[k];
-          counters.stored.fetch_add(stored.size(), std::memory_order_relaxed);
-          counters.chunks.fetch_add(1, std::memory_order_relaxed);
+          stored.fetch_add(data.size(), std::memory_order_relaxed);
           CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
-                                 DecodeChecked(stored, idx.digest(pos), idx.ChunkLength(pos)));
+                                 DecodeChecked(data, idx.digest(pos), idx.ChunkLength(pos)));
           slots[k].assign(plain.begin(), plain.end());
           return Status::Ok();
         },
         [&](size_t k) { return uint64_t{idx.ChunkLength(fetch_positions[k])} * 2; },
         PipelineOptions(options, controller), &ps));
     RecordController(controller, ps, stats);
+    for (size_t pos : fetch_positions) {
+      stats->fetched_bytes += idx.ChunkLength(pos);
+      ++stats->chunks_fetched;
+    }
     for (size_t i = begin; i < end; ++i) {
       uint32_t len = idx.ChunkLength(i);
       if (zero.IsZero(idx.digest(i), len)) {
         ++stats->zero_chunks;
+        stats->zero_bytes += len;
         CAIRN_RETURN_IF_ERROR(out.Append(ByteSpan(zeros.data(), len)));
       } else {
         const Bytes& plain = slots[slot_of.at(idx.digest(i))];
@@ -142,123 +145,303 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
         CAIRN_RETURN_IF_ERROR(out.Append(plain));
       }
       stats->written_bytes += len;
+      AddProgress(options, len);
     }
   }
-  stats->chunks_fetched = counters.chunks;
-  stats->stored_bytes = counters.stored;
+  stats->stored_bytes = stored;
+  stats->dedup_bytes = idx.image_size() - stats->fetched_bytes - stats->zero_bytes;
   return Status::Ok();
 }
 
-Status RestoreToFile(const index::FixedIndex& idx, store::ChunkSource& source, WritableFile& out,
-                     bool write_zeros, const ImageRestoreOptions& options,
-                     ImageRestoreStats* stats) {
-  const RestorePlan plan = PlanImageRestore(idx);
-  stats->zero_chunks = plan.zero_ranges.size();
-  if (write_zeros) {
-    const Bytes zeros(idx.chunk_size(), 0);
-    for (const auto& [offset, length] : plan.zero_ranges) {
-      CAIRN_RETURN_IF_ERROR(out.WriteAt(offset, ByteSpan(zeros.data(), length)));
-      stats->written_bytes += length;
+// One target, opened for the run.
+struct OpenTarget {
+  std::string partial;  // set: a new file written under this name, renamed at the end
+  std::unique_ptr<WritableFile> out;  // null when rehearsing
+  bool existing = false;
+};
+
+Status Open(Env& env, const ImageTarget& target, const ImageRestoreOptions& options,
+            OpenTarget* open) {
+  const uint64_t size = target.index->image_size();
+  auto info = env.Stat(target.path);
+  if (!info.ok() && info.status().code() != StatusCode::kNotFound) return info.status();
+  if (!info.ok()) {
+    if (options.in_place) {
+      return NotFoundError(fmt::format(
+          "target {} does not exist; --in-place rewrites an existing image or device "
+          "(drop it to restore to a new file)",
+          target.path));
+    }
+    if (options.rehearse) return Status::Ok();
+    open->partial = target.path + ".partial";
+    CAIRN_ASSIGN_OR_RETURN(open->out, env.OpenWritable(open->partial, OpenMode::kTruncate));
+    return open->out->Truncate(size);
+  }
+  if (options.rehearse && !options.in_place) return Status::Ok();  // never touched
+  if (!options.overwrite && !options.in_place) {
+    return AlreadyExistsError(
+        fmt::format("target {} exists; pass --overwrite to write over it, or --in-place to "
+                    "rewrite only the chunks that differ",
+                    target.path));
+  }
+  if (info->is_dir) {
+    return InvalidArgumentError(fmt::format("target {} is a directory", target.path));
+  }
+  if (info->is_block_device && info->size < size) {
+    return InvalidArgumentError(fmt::format("device {} holds {} bytes, the image needs {}",
+                                            target.path, info->size, size));
+  }
+  open->existing = true;
+  if (options.rehearse) return Status::Ok();  // scanned, never written
+  CAIRN_ASSIGN_OR_RETURN(open->out, env.OpenWritable(target.path, OpenMode::kExisting));
+  if (!info->is_block_device) CAIRN_RETURN_IF_ERROR(open->out->Truncate(size));
+  return Status::Ok();
+}
+
+// The in-place scan: reads every chunk of every existing target on many
+// threads, hashes it on all cores and clears wanted[t][p] where the target
+// already holds the right bytes.
+Status ScanTargets(Env& env, std::span<const ImageTarget> targets,
+                   const ImageRestoreOptions& options, std::vector<std::vector<uint8_t>>* wanted,
+                   std::vector<ImageRestoreStats>* stats) {
+  std::vector<std::unique_ptr<ReadableFile>> files(targets.size());
+  std::vector<ZeroIds> zero;
+  std::vector<std::pair<uint32_t, uint32_t>> work;  // (target, position)
+  uint64_t total = 0;
+  for (uint32_t t = 0; t < targets.size(); ++t) {
+    const index::FixedIndex& idx = *targets[t].index;
+    CAIRN_ASSIGN_OR_RETURN(files[t], env.OpenReadable(targets[t].path));
+    zero.emplace_back(idx);
+    for (uint32_t p = 0; p < idx.chunk_count(); ++p) work.emplace_back(t, p);
+    total += idx.image_size();
+    (*stats)[t].scanned_bytes = idx.image_size();
+  }
+  StartPhase(options, "scan", total);
+  // The target is local storage: start shallow, let the controller deepen.
+  pipeline::ConcurrencyController controller(
+      pipeline::ConcurrencyController::Options::ForJobs(options.jobs, 2));
+  pipeline::FetchPipelineStats ps;
+  return pipeline::RunFetchPipeline(
+      work.size(),
+      [&](size_t k, Bytes* out) -> Status {
+        auto [t, p] = work[k];
+        const index::FixedIndex& idx = *targets[t].index;
+        out->resize(idx.ChunkLength(p));
+        CAIRN_ASSIGN_OR_RETURN(size_t n, files[t]->ReadAt(idx.ChunkOffset(p), *out));
+        out->resize(n);  // short: past the end of a smaller target, so it differs
+        return Status::Ok();
+      },
+      [&](size_t k, Bytes& data) -> Status {
+        auto [t, p] = work[k];
+        const index::FixedIndex& idx = *targets[t].index;
+        const uint32_t len = idx.ChunkLength(p);
+        const crypto::Digest& id = idx.digest(p);
+        bool same = data.size() == len &&
+                    (zero[t].IsZero(id, len) ? IsAllZero(data) : crypto::Sha256(data) == id);
+        if (same) (*wanted)[t][p] = 0;
+        AddProgress(options, len);
+        return Status::Ok();
+      },
+      [&](size_t k) { return uint64_t{targets[work[k].first].index->ChunkLength(work[k].second)}; },
+      PipelineOptions(options, controller), &ps);
+}
+
+// Fills the per-target byte accounts that follow from the plan.
+void Account(std::span<const ImageTarget> targets, const RestorePlan& plan,
+             const std::vector<OpenTarget>& open, const ImageRestoreOptions& options,
+             std::vector<ImageRestoreStats>* stats) {
+  for (const ZeroRange& z : plan.zero_ranges) {
+    ImageRestoreStats& s = (*stats)[z.target];
+    s.zero_bytes += z.length;
+    ++s.zero_chunks;
+    if (open[z.target].existing && !options.rehearse) s.written_bytes += z.length;
+  }
+  for (const PlanItem& item : plan.items) {
+    ImageRestoreStats& first = (*stats)[item.uses[0].target];
+    first.fetched_bytes += item.length;
+    ++first.chunks_fetched;
+    for (size_t u = 1; u < item.uses.size(); ++u) (*stats)[item.uses[u].target].dedup_bytes += item.length;
+    if (!options.rehearse) {
+      for (const Use& use : item.uses) (*stats)[use.target].written_bytes += item.length;
     }
   }
-  pipeline::ConcurrencyController controller(ControllerOptions(options, source));
-  Counters counters;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    ImageRestoreStats& s = (*stats)[t];
+    s.bytes = targets[t].index->image_size();
+    s.in_place_bytes = s.bytes - s.fetched_bytes - s.dedup_bytes - s.zero_bytes;
+  }
+}
+
+Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSource& source,
+               const RestorePlan& plan, std::vector<OpenTarget>& open,
+               const ImageRestoreOptions& options, int64_t start,
+               std::vector<ImageRestoreStats>* stats) {
+  uint64_t total = 0;
+  for (const ImageRestoreStats& s : *stats) total += s.bytes - s.in_place_bytes;
+  StartPhase(options, options.rehearse ? "rehearse" : "restore", total);
+
+  // Zero ranges: holes in new files (nothing to do), zeros elsewhere.
+  uint32_t chunk_size = 0;
+  for (const ImageTarget& t : targets) chunk_size = std::max(chunk_size, t.index->chunk_size());
+  const Bytes zeros(options.rehearse ? 0 : chunk_size, 0);
+  for (const ZeroRange& z : plan.zero_ranges) {
+    if (open[z.target].existing && !options.rehearse) {
+      CAIRN_RETURN_IF_ERROR(open[z.target].out->WriteAt(z.offset, ByteSpan(zeros.data(), z.length)));
+    }
+    AddProgress(options, z.length);
+  }
+
+  // A target is done when its last use is written.
+  std::vector<std::atomic<uint64_t>> remaining(targets.size());
+  std::vector<std::atomic<int64_t>> done_at(targets.size());
+  std::vector<std::atomic<uint64_t>> stored(targets.size());
+  for (const PlanItem& item : plan.items) {
+    for (const Use& use : item.uses) remaining[use.target].fetch_add(1, std::memory_order_relaxed);
+  }
+  for (size_t t = 0; t < targets.size(); ++t) done_at[t] = env.NowMonotonicNanos();
+
+  pipeline::ConcurrencyController controller(pipeline::ConcurrencyController::Options::ForJobs(
+      options.jobs, source.Traits().initial_reads_in_flight));
   pipeline::FetchPipelineStats ps;
   Status s = pipeline::RunFetchPipeline(
       plan.items.size(),
       [&](size_t k, Bytes* out) { return ReadStored(source, plan.items[k].id, out); },
-      [&](size_t k, Bytes& stored) -> Status {
+      [&](size_t k, Bytes& data) -> Status {
         const PlanItem& item = plan.items[k];
-        counters.stored.fetch_add(stored.size(), std::memory_order_relaxed);
-        counters.chunks.fetch_add(1, std::memory_order_relaxed);
-        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChecked(stored, item.id, item.length));
-        for (uint64_t offset : item.offsets) {
-          CAIRN_RETURN_IF_ERROR(out.WriteAt(offset, plain));
-          counters.written.fetch_add(plain.size(), std::memory_order_relaxed);
+        stored[item.uses[0].target].fetch_add(data.size(), std::memory_order_relaxed);
+        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChecked(data, item.id, item.length));
+        for (const Use& use : item.uses) {
+          if (!options.rehearse) {
+            CAIRN_RETURN_IF_ERROR(open[use.target].out->WriteAt(use.offset, plain));
+          }
+          AddProgress(options, plain.size());
+          if (remaining[use.target].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            done_at[use.target].store(env.NowMonotonicNanos(), std::memory_order_relaxed);
+          }
         }
         return Status::Ok();
       },
       // Stored and decoded copies may both be alive while a chunk is processed.
       [&](size_t k) { return uint64_t{plan.items[k].length} * 2; },
       PipelineOptions(options, controller), &ps);
-  RecordController(controller, ps, stats);
-  stats->chunks_fetched = counters.chunks;
-  stats->stored_bytes = counters.stored;
-  stats->written_bytes += counters.written;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    ImageRestoreStats& st = (*stats)[t];
+    RecordController(controller, ps, &st);
+    st.stored_bytes = stored[t];
+    st.seconds = static_cast<double>(done_at[t] - start) / 1e9;
+  }
   return s;
 }
 
 }  // namespace
 
-RestorePlan PlanImageRestore(const index::FixedIndex& idx) {
+RestorePlan PlanImageRestore(std::span<const index::FixedIndex* const> indexes,
+                             const std::vector<std::vector<uint8_t>>* wanted) {
   RestorePlan plan;
-  const ZeroIds zero(idx);
   std::unordered_map<crypto::Digest, size_t, crypto::DigestHash> slot;
-  for (size_t i = 0; i < idx.chunk_count(); ++i) {
-    const crypto::Digest& id = idx.digest(i);
-    uint32_t len = idx.ChunkLength(i);
-    if (zero.IsZero(id, len)) {
-      plan.zero_ranges.emplace_back(idx.ChunkOffset(i), len);
-      continue;
+  for (uint32_t t = 0; t < indexes.size(); ++t) {
+    const index::FixedIndex& idx = *indexes[t];
+    const ZeroIds zero(idx);
+    for (size_t i = 0; i < idx.chunk_count(); ++i) {
+      if (wanted != nullptr && !(*wanted)[t][i]) continue;
+      const crypto::Digest& id = idx.digest(i);
+      uint32_t len = idx.ChunkLength(i);
+      Use use{t, idx.ChunkOffset(i)};
+      if (zero.IsZero(id, len)) {
+        plan.zero_ranges.push_back(ZeroRange{t, use.offset, len});
+        continue;
+      }
+      auto [it, fresh] = slot.try_emplace(id, plan.items.size());
+      if (!fresh && plan.items[it->second].length != len) {
+        // One id at two lengths: the index is inconsistent (an id is the
+        // SHA-256 of the plaintext). An item of its own fails its length
+        // check (DataLoss) instead of writing past the short tail.
+        plan.items.push_back(PlanItem{id, len, {use}});
+        continue;
+      }
+      if (fresh) plan.items.push_back(PlanItem{id, len, {}});
+      plan.items[it->second].uses.push_back(use);
     }
-    auto [it, fresh] = slot.try_emplace(id, plan.items.size());
-    if (!fresh && plan.items[it->second].length != len) {
-      // One id at two lengths: the index is inconsistent (an id is the
-      // SHA-256 of the plaintext). An item of its own fails its length check
-      // (DataLoss) instead of writing past the short tail.
-      plan.items.push_back(PlanItem{id, len, {idx.ChunkOffset(i)}});
-      continue;
-    }
-    if (fresh) plan.items.push_back(PlanItem{id, len, {}});
-    plan.items[it->second].offsets.push_back(idx.ChunkOffset(i));
   }
   return plan;
+}
+
+RestorePlan PlanImageRestore(const index::FixedIndex& idx) {
+  const index::FixedIndex* one[] = {&idx};
+  return PlanImageRestore(one);
+}
+
+Status RestoreImages(Env& env, std::span<const ImageTarget> targets, store::ChunkSource& source,
+                     const ImageRestoreOptions& options, std::vector<ImageRestoreStats>* stats) {
+  const int64_t start = env.NowMonotonicNanos();
+  stats->assign(targets.size(), ImageRestoreStats{});
+  for (const ImageTarget& t : targets) {
+    if (t.path == "-" && !options.rehearse && (targets.size() > 1 || options.in_place)) {
+      return InvalidArgumentError("standard output takes one image, restored whole (not in place)");
+    }
+  }
+  if (targets.size() == 1 && targets[0].path == "-" && !options.rehearse) {
+    (*stats)[0].bytes = targets[0].index->image_size();
+    CAIRN_ASSIGN_OR_RETURN(auto out, env.OpenStdout());
+    CAIRN_RETURN_IF_ERROR(RestoreToStream(*targets[0].index, source, *out, options, &(*stats)[0]));
+    (*stats)[0].seconds = static_cast<double>(env.NowMonotonicNanos() - start) / 1e9;
+    return Status::Ok();
+  }
+
+  std::vector<OpenTarget> open(targets.size());
+  // On any failure: close everything and remove the new files.
+  auto abandon = [&](Status s) {
+    for (OpenTarget& o : open) {
+      o.out.reset();
+      if (!o.partial.empty()) env.RemoveFile(o.partial).IgnoreError();
+    }
+    return s;
+  };
+  for (size_t t = 0; t < targets.size(); ++t) {
+    Status s = Open(env, targets[t], options, &open[t]);
+    if (!s.ok()) return abandon(s);
+  }
+
+  std::vector<std::vector<uint8_t>> wanted;
+  if (options.in_place) {
+    for (const ImageTarget& t : targets) wanted.emplace_back(t.index->chunk_count(), 1);
+    Status s = ScanTargets(env, targets, options, &wanted, stats);
+    if (!s.ok()) return abandon(s);
+  }
+  std::vector<const index::FixedIndex*> indexes;
+  for (const ImageTarget& t : targets) indexes.push_back(t.index);
+  const RestorePlan plan = PlanImageRestore(indexes, options.in_place ? &wanted : nullptr);
+  Account(targets, plan, open, options, stats);
+
+  Status s = RunPlan(env, targets, source, plan, open, options, start, stats);
+  if (!s.ok()) return abandon(s);
+  // Durable before reported: data, then the rename into place.
+  for (size_t t = 0; t < targets.size(); ++t) {
+    OpenTarget& o = open[t];
+    if (o.out == nullptr) continue;
+    s = o.out->Sync();
+    if (s.ok()) s = o.out->Close();
+    if (s.ok() && !o.partial.empty()) {
+      s = env.Rename(o.partial, targets[t].path);
+      if (s.ok()) {
+        o.partial.clear();
+        s = env.SyncDir(DirName(targets[t].path));
+      }
+    }
+    if (!s.ok()) return abandon(s.WithContext(targets[t].path));
+    (*stats)[t].seconds = static_cast<double>(env.NowMonotonicNanos() - start) / 1e9;
+  }
+  return Status::Ok();
 }
 
 Status RestoreImage(Env& env, const index::FixedIndex& idx, store::ChunkSource& source,
                     const std::string& target, const ImageRestoreOptions& options,
                     ImageRestoreStats* stats) {
-  stats->bytes = idx.image_size();
-  if (target == "-") {
-    CAIRN_ASSIGN_OR_RETURN(auto out, env.OpenStdout());
-    return RestoreToStream(idx, source, *out, options, stats);
-  }
-  auto existing = env.Stat(target);
-  if (existing.ok()) {
-    if (!options.overwrite) {
-      return AlreadyExistsError(fmt::format(
-          "target {} exists; pass --overwrite to write over it (only differing data matters)",
-          target));
-    }
-    if (existing->is_dir) return InvalidArgumentError(fmt::format("target {} is a directory", target));
-    CAIRN_ASSIGN_OR_RETURN(auto out, env.OpenWritable(target, OpenMode::kExisting));
-    if (existing->is_block_device) {
-      if (existing->size < idx.image_size()) {
-        return InvalidArgumentError(fmt::format("device {} holds {} bytes, the image needs {}",
-                                                target, existing->size, idx.image_size()));
-      }
-    } else {
-      CAIRN_RETURN_IF_ERROR(out->Truncate(idx.image_size()));
-    }
-    CAIRN_RETURN_IF_ERROR(RestoreToFile(idx, source, *out, /*write_zeros=*/true, options, stats));
-    CAIRN_RETURN_IF_ERROR(out->Sync());
-    return out->Close();
-  }
-  if (existing.status().code() != StatusCode::kNotFound) return existing.status();
-
-  std::string partial = target + ".partial";
-  CAIRN_ASSIGN_OR_RETURN(auto out, env.OpenWritable(partial, OpenMode::kTruncate));
-  Status s = out->Truncate(idx.image_size());
-  if (s.ok()) s = RestoreToFile(idx, source, *out, /*write_zeros=*/false, options, stats);
-  if (s.ok()) s = out->Sync();
-  if (s.ok()) s = out->Close();
-  if (s.ok()) s = env.Rename(partial, target);
-  if (!s.ok()) {
-    out.reset();
-    env.RemoveFile(partial).IgnoreError();
-    return s;
-  }
-  return env.SyncDir(DirName(target));
+  const ImageTarget one[] = {{&idx, target}};
+  std::vector<ImageRestoreStats> all;
+  Status s = RestoreImages(env, one, source, options, &all);
+  if (!all.empty()) *stats = all[0];
+  return s;
 }
 
 }  // namespace cairn::restore

@@ -105,6 +105,12 @@ Status WithStdoutTo(const std::string& path, Fn fn) {
   return s;
 }
 
+std::vector<uint64_t> Offsets(const PlanItem& item) {
+  std::vector<uint64_t> offsets;
+  for (const Use& use : item.uses) offsets.push_back(use.offset);
+  return offsets;
+}
+
 class ImageRestoreTest : public ::testing::Test {
  protected:
   Status Restore(const index::FixedIndex& idx, store::ChunkSource& source,
@@ -134,15 +140,17 @@ TEST(PlanImageRestoreTest, DistinctIdsOnceWithAllOffsetsZerosApart) {
 
   ASSERT_EQ(plan.items.size(), 4u);  // A, B, C, tail; in first-use order
   EXPECT_EQ(plan.items[0].id, idx.digest(0));
-  EXPECT_EQ(plan.items[0].offsets, (std::vector<uint64_t>{0, 3 * kChunk, 6 * kChunk}));
+  EXPECT_EQ(Offsets(plan.items[0]), (std::vector<uint64_t>{0, 3 * kChunk, 6 * kChunk}));
   EXPECT_EQ(plan.items[0].length, kChunk);
   EXPECT_EQ(plan.items[1].id, idx.digest(2));
-  EXPECT_EQ(plan.items[1].offsets, (std::vector<uint64_t>{2 * kChunk}));
-  EXPECT_EQ(plan.items[2].offsets, (std::vector<uint64_t>{5 * kChunk}));
-  EXPECT_EQ(plan.items[3].offsets, (std::vector<uint64_t>{7 * kChunk}));
+  EXPECT_EQ(Offsets(plan.items[1]), (std::vector<uint64_t>{2 * kChunk}));
+  EXPECT_EQ(Offsets(plan.items[2]), (std::vector<uint64_t>{5 * kChunk}));
+  EXPECT_EQ(Offsets(plan.items[3]), (std::vector<uint64_t>{7 * kChunk}));
   EXPECT_EQ(plan.items[3].length, 777u);
-  EXPECT_EQ(plan.zero_ranges, (std::vector<std::pair<uint64_t, uint32_t>>{
-                                  {kChunk, kChunk}, {4 * kChunk, kChunk}}));
+  ASSERT_EQ(plan.zero_ranges.size(), 2u);
+  EXPECT_EQ(plan.zero_ranges[0].offset, kChunk);
+  EXPECT_EQ(plan.zero_ranges[1].offset, 4 * kChunk);
+  EXPECT_EQ(plan.zero_ranges[1].length, kChunk);
   for (const auto& item : plan.items) EXPECT_NE(item.id, index::ZeroChunkDigest(kChunk));
 }
 
@@ -156,7 +164,7 @@ TEST(PlanImageRestoreTest, EmptyAndAllZeroImages) {
   EXPECT_TRUE(all_zero.items.empty());
   ASSERT_EQ(all_zero.zero_ranges.size(), 5u);
   uint64_t covered = 0;
-  for (const auto& [off, len] : all_zero.zero_ranges) covered += len;
+  for (const ZeroRange& z : all_zero.zero_ranges) covered += z.length;
   EXPECT_EQ(covered, 5u * kChunk);
 }
 
@@ -358,6 +366,167 @@ TEST_F(ImageRestoreTest, StreamStopsAtDamage) {
   Bytes written = test_util::ReadFileOrFail(out);
   ASSERT_LE(written.size(), image.size());
   EXPECT_TRUE(std::equal(written.begin(), written.end(), image.begin()));
+}
+
+// Writes `data` to a new file at `path`.
+void WriteFile(const std::string& path, const Bytes& data) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(data.data(), 1, data.size(), f), data.size());
+  std::fclose(f);
+}
+
+uint64_t AccountedBytes(const ImageRestoreStats& s) {
+  return s.fetched_bytes + s.dedup_bytes + s.zero_bytes + s.in_place_bytes;
+}
+
+TEST(PlanImageRestoreTest, SharedIdsAcrossTargetsAreOneItem) {
+  MapSource source;
+  Bytes image = MakeImage();
+  index::FixedIndex one = StoreImage(image, source);
+  index::FixedIndex two = StoreImage(image, source);
+  const index::FixedIndex* both[] = {&one, &two};
+  RestorePlan plan = PlanImageRestore(both);
+  ASSERT_EQ(plan.items.size(), 4u);
+  ASSERT_EQ(plan.items[0].uses.size(), 6u);  // A three times in each
+  EXPECT_EQ(plan.items[0].uses[0].target, 0u);
+  EXPECT_EQ(plan.items[0].uses[3].target, 1u);
+  EXPECT_EQ(plan.zero_ranges.size(), 4u);
+  EXPECT_EQ(plan.zero_ranges[2].target, 1u);
+}
+
+TEST(PlanImageRestoreTest, WantedSelectsPositions) {
+  MapSource source;
+  Bytes image = MakeImage();
+  index::FixedIndex idx = StoreImage(image, source);
+  const index::FixedIndex* one[] = {&idx};
+  std::vector<std::vector<uint8_t>> wanted = {{0, 1, 0, 1, 0, 0, 0, 1}};
+  RestorePlan plan = PlanImageRestore(one, &wanted);
+  ASSERT_EQ(plan.items.size(), 2u);  // A (at 3 only) and the tail
+  EXPECT_EQ(Offsets(plan.items[0]), (std::vector<uint64_t>{3 * kChunk}));
+  ASSERT_EQ(plan.zero_ranges.size(), 1u);
+  EXPECT_EQ(plan.zero_ranges[0].offset, kChunk);
+}
+
+TEST_F(ImageRestoreTest, SeveralTargetsShareFetchesAndAccountEveryByte) {
+  MapSource source;
+  Bytes image = MakeImage();
+  Bytes other = test_util::RandomBytes(3 * kChunk + 5, 9);
+  std::copy(image.begin(), image.begin() + kChunk, other.begin() + kChunk);  // A again
+  index::FixedIndex first = StoreImage(image, source);
+  index::FixedIndex second = StoreImage(other, source);
+  const ImageTarget targets[] = {{&first, dir_.Join("a.raw")}, {&second, dir_.Join("b.raw")}};
+  std::vector<ImageRestoreStats> stats;
+  CAIRN_ASSERT_OK(RestoreImages(*env_, targets, source, ImageRestoreOptions{}, &stats));
+  EXPECT_EQ(test_util::ReadFileOrFail(dir_.Join("a.raw")), image);
+  EXPECT_EQ(test_util::ReadFileOrFail(dir_.Join("b.raw")), other);
+  EXPECT_EQ(source.ReadsOf(first.digest(0)), 1);  // A: three uses in a, one in b
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[1].dedup_bytes, kChunk);
+  EXPECT_EQ(stats[0].dedup_bytes, 2u * kChunk);
+  for (const auto& s : stats) EXPECT_EQ(AccountedBytes(s), s.bytes);
+  EXPECT_EQ(stats[0].zero_bytes, 2u * kChunk);
+  EXPECT_EQ(stats[0].written_bytes, image.size() - 2 * kChunk);  // holes not written
+}
+
+TEST_F(ImageRestoreTest, SeveralTargetsFailTogether) {
+  MapSource source;
+  Bytes image = MakeImage();
+  Bytes other = test_util::RandomBytes(2 * kChunk, 9);
+  index::FixedIndex first = StoreImage(image, source);
+  index::FixedIndex second = StoreImage(other, source);
+  source.Erase(second.digest(1));
+  const ImageTarget targets[] = {{&first, dir_.Join("a.raw")}, {&second, dir_.Join("b.raw")}};
+  std::vector<ImageRestoreStats> stats;
+  EXPECT_EQ(CodeOf(RestoreImages(*env_, targets, source, ImageRestoreOptions{}, &stats)),
+            StatusCode::kDataLoss);
+  EXPECT_TRUE(DirEntries().empty());  // neither target, no .partial
+}
+
+TEST_F(ImageRestoreTest, InPlaceRewritesOnlyWhatDiffers) {
+  MapSource source;
+  Bytes image = MakeImage();
+  index::FixedIndex idx = StoreImage(image, source);
+  std::string target = dir_.Join("disk.raw");
+  Bytes stale = image;
+  stale[2 * kChunk + 5] ^= 0xff;  // B differs
+  stale[4 * kChunk + 9] = 1;      // a zero chunk is dirty
+  stale.resize(stale.size() - 100);  // the tail is short
+  WriteFile(target, stale);
+  ImageRestoreOptions options;
+  options.in_place = true;
+  pipeline::Progress progress;
+  options.progress = &progress;
+  CAIRN_ASSERT_OK(RestoreImage(*env_, idx, source, target, options, &stats_));
+  EXPECT_EQ(test_util::ReadFileOrFail(target), image);
+  EXPECT_EQ(source.ReadsOf(idx.digest(0)), 0);  // A was right everywhere
+  EXPECT_EQ(source.TotalReads(), 2);            // B and the tail
+  EXPECT_EQ(stats_.fetched_bytes, kChunk + 777u);
+  EXPECT_EQ(stats_.zero_bytes, kChunk);  // the dirty zero chunk, written as zeros
+  EXPECT_EQ(stats_.written_bytes, 2u * kChunk + 777);
+  EXPECT_EQ(stats_.in_place_bytes, image.size() - 2 * kChunk - 777);
+  EXPECT_EQ(stats_.scanned_bytes, image.size());
+  EXPECT_EQ(AccountedBytes(stats_), stats_.bytes);
+  EXPECT_EQ(progress.done_bytes.load(), progress.total_bytes.load());
+
+  // Again: everything is in place now.
+  CAIRN_ASSERT_OK(RestoreImage(*env_, idx, source, target, options, &stats_));
+  EXPECT_EQ(stats_.in_place_bytes, image.size());
+  EXPECT_EQ(stats_.written_bytes, 0u);
+  EXPECT_EQ(source.TotalReads(), 2);
+}
+
+TEST_F(ImageRestoreTest, InPlaceShrinksALongerTargetAndNeedsAnExistingOne) {
+  MapSource source;
+  Bytes image = MakeImage();
+  index::FixedIndex idx = StoreImage(image, source);
+  std::string target = dir_.Join("disk.raw");
+  Bytes longer = image;
+  longer.resize(image.size() + 3 * kChunk, 0x5a);
+  WriteFile(target, longer);
+  ImageRestoreOptions options;
+  options.in_place = true;
+  CAIRN_ASSERT_OK(RestoreImage(*env_, idx, source, target, options, &stats_));
+  EXPECT_EQ(test_util::ReadFileOrFail(target), image);
+  EXPECT_EQ(source.TotalReads(), 0);
+  EXPECT_EQ(CodeOf(RestoreImage(*env_, idx, source, dir_.Join("absent"), options, &stats_)),
+            StatusCode::kNotFound);
+}
+
+TEST_F(ImageRestoreTest, RehearsalChecksEverythingAndWritesNothing) {
+  MapSource source;
+  Bytes image = MakeImage();
+  index::FixedIndex idx = StoreImage(image, source);
+  ImageRestoreOptions options;
+  options.rehearse = true;
+  CAIRN_ASSERT_OK(RestoreImage(*env_, idx, source, dir_.Join("never.raw"), options, &stats_));
+  EXPECT_TRUE(DirEntries().empty());
+  EXPECT_EQ(source.TotalReads(), 4);
+  EXPECT_EQ(stats_.written_bytes, 0u);
+  EXPECT_EQ(AccountedBytes(stats_), image.size());
+
+  // Damage is found as in a real restore.
+  Bytes bad = *source.Read(idx.digest(2));
+  bad[bad.size() - 1] ^= 1;
+  source.Put(idx.digest(2), bad);
+  EXPECT_EQ(CodeOf(RestoreImage(*env_, idx, source, "", options, &stats_)), StatusCode::kDataLoss);
+}
+
+TEST_F(ImageRestoreTest, RehearsedInPlaceLeavesTheTargetAlone) {
+  MapSource source;
+  Bytes image = MakeImage();
+  index::FixedIndex idx = StoreImage(image, source);
+  std::string target = dir_.Join("disk.raw");
+  Bytes stale = image;
+  stale[5] ^= 1;
+  WriteFile(target, stale);
+  ImageRestoreOptions options;
+  options.in_place = true;
+  options.rehearse = true;
+  CAIRN_ASSERT_OK(RestoreImage(*env_, idx, source, target, options, &stats_));
+  EXPECT_EQ(test_util::ReadFileOrFail(target), stale);
+  EXPECT_EQ(stats_.fetched_bytes, kChunk);  // A, for its one stale use
+  EXPECT_EQ(stats_.in_place_bytes, image.size() - kChunk);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
-// Restore of one archive of a snapshot to a target path, a device or "-".
+// Restore of a snapshot: one archive to a target path, a device or "-", or
+// every archive at once (--all DIR) under one shared pipeline and budget.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "datastore/datastore.h"
 #include "restore/image_restore.h"
@@ -10,23 +12,38 @@ namespace cairn::restore {
 
 struct RestoreRequest {
   datastore::SnapshotSpec snapshot;
-  std::string archive;  // "disk0.img", "vm.conf.blob"
-  std::string target;   // path or "-"
+  std::string archive;  // "disk0.img", "vm.conf.blob"; empty with `all`
+  std::string target;   // path or "-"; with `all`, the directory
   bool overwrite = false;
   int jobs = 0;  // reads in flight: 0 = auto (adaptive), N = pinned
   // Where chunks are read from; null: the datastore's own chunk store.
   // (Benchmarks wrap it in a store::InjectingSource.) Must outlive the call.
   store::ChunkSource* source = nullptr;
   int cpu_workers = 0;  // checking threads; 0: one per core
+  // Every archive of the snapshot into the directory `target`: images as
+  // DIR/NAME.img, blobs as DIR/NAME without ".blob".
+  bool all = false;
+  bool in_place = false;  // rewrite only the chunks of an existing target that differ
+  bool rehearse = false;  // fetch, decode and check everything; write nothing
+  uint64_t max_bytes_in_flight = uint64_t{256} << 20;
+  pipeline::Progress* progress = nullptr;  // optional
+};
+
+struct ArchiveResult {
+  std::string archive;
+  std::string target;
+  index::ArchiveKind kind = index::ArchiveKind::kImage;
+  ImageRestoreStats stats;  // blobs: bytes, written_bytes and seconds
 };
 
 struct RestoreReport {
   datastore::SnapshotRef snapshot;
-  std::string archive;
-  std::string target;
-  ImageRestoreStats stats;
+  std::vector<ArchiveResult> archives;  // in manifest order
   double seconds = 0;
 };
+
+// Where --all puts an archive inside `dir`.
+std::string AllTargetPath(const std::string& dir, const index::ArchiveEntry& entry);
 
 // Errors name the snapshot, archive and target.
 Result<RestoreReport> RunRestore(const datastore::Datastore& store, const RestoreRequest& request);

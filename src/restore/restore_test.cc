@@ -64,7 +64,7 @@ TEST_F(RunRestoreTest, RestoresLatestAndExactSnapshots) {
   auto latest = RunRestore(*store_, Request("disk0.img", dir_.Join("latest.raw")));
   CAIRN_ASSERT_OK(latest);
   EXPECT_EQ(latest->snapshot.time, kT0 + 60);
-  EXPECT_EQ(latest->stats.bytes, new_image_.size());
+  EXPECT_EQ(latest->archives.at(0).stats.bytes, new_image_.size());
   EXPECT_EQ(test_util::ReadFileOrFail(dir_.Join("latest.raw")), new_image_);
 
   auto exact = RunRestore(*store_, Request("disk0.img", dir_.Join("old.raw"), false));
@@ -77,7 +77,7 @@ TEST_F(RunRestoreTest, RestoresBlobArchives) {
   auto r = RunRestore(*store_, Request("vm.conf.blob", dir_.Join("vm.conf"), false));
   CAIRN_ASSERT_OK(r);
   EXPECT_EQ(AsStringView(test_util::ReadFileOrFail(dir_.Join("vm.conf"))), "old config");
-  EXPECT_EQ(r->stats.bytes, 10u);
+  EXPECT_EQ(r->archives.at(0).stats.bytes, 10u);
   // Existing target: refused without overwrite, replaced with it.
   EXPECT_EQ(CodeOf(RunRestore(*store_, Request("vm.conf.blob", dir_.Join("vm.conf")))),
             StatusCode::kAlreadyExists);

@@ -69,6 +69,7 @@ Status BackupOneImage(const datastore::Datastore& store, datastore::SnapshotWrit
   report->had_base = LoadBase(store, prev, spec.name, *options.logger, &known);
   ImageBackupOptions image = options.image;
   image.known = &known;
+  if (image.progress != nullptr) image.progress->StartPhase("backup", size);
   CAIRN_ASSIGN_OR_RETURN(index::FixedIndex idx,
                          BackupImage(*source, size, store.chunks(), image, &report->stats));
   return writer.AddImage(spec.name, idx);

@@ -2,22 +2,14 @@
 
 #include <atomic>
 #include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "blob/blob.h"
-#include "pipeline/bounded_queue.h"
-#include "pipeline/buffer_pool.h"
-#include "pipeline/worker_group.h"
+#include "pipeline/fetch_pipeline.h"
 
 namespace cairn::backup {
 namespace {
-
-struct WorkItem {
-  size_t index;
-  Bytes data;
-};
 
 // Shared state of one image backup. Workers write disjoint digests[i].
 class ImageJob {
@@ -26,29 +18,29 @@ class ImageJob {
       : sink_(sink), options_(options), digests_(count),
         zero_digest_(index::ZeroChunkDigest(options.chunk_size)) {}
 
-  Status Process(WorkItem& item) {
+  Status Process(size_t index, const Bytes& data) {
     crypto::Digest id;
-    bool zero = IsAllZero(item.data);
-    if (zero && item.data.size() == options_.chunk_size) {
+    bool zero = IsAllZero(data);
+    if (zero && data.size() == options_.chunk_size) {
       id = zero_digest_;
     } else {
-      id = crypto::Sha256(item.data);
+      id = crypto::Sha256(data);
     }
-    digests_[item.index] = id;
+    digests_[index] = id;
     chunks_.fetch_add(1, std::memory_order_relaxed);
     if (zero) zero_chunks_.fetch_add(1, std::memory_order_relaxed);
-    if (!Claim(id)) return CountReused(item.data.size());
+    if (!Claim(id)) return CountReused(data.size());
     if (options_.known != nullptr && options_.known->contains(id)) {
-      return CountReused(item.data.size());
+      return CountReused(data.size());
     }
     CAIRN_ASSIGN_OR_RETURN(bool present, sink_.Contains(id));
-    if (present) return CountReused(item.data.size());
+    if (present) return CountReused(data.size());
     thread_local Bytes stored;
-    CAIRN_RETURN_IF_ERROR(blob::EncodeInto(item.data, {}, &stored));
+    CAIRN_RETURN_IF_ERROR(blob::EncodeInto(data, {}, &stored));
     CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, sink_.Insert(id, stored));
-    if (!r.inserted) return CountReused(item.data.size());  // raced with another writer
+    if (!r.inserted) return CountReused(data.size());  // raced with another writer
     new_chunks_.fetch_add(1, std::memory_order_relaxed);
-    new_bytes_.fetch_add(item.data.size(), std::memory_order_relaxed);
+    new_bytes_.fetch_add(data.size(), std::memory_order_relaxed);
     stored_bytes_.fetch_add(r.stored_bytes, std::memory_order_relaxed);
     return Status::Ok();
   }
@@ -97,49 +89,44 @@ Result<index::FixedIndex> BackupImage(ReadableFile& source, uint64_t size, store
                                             source.path(), size));
   }
   const size_t count = index::FixedIndex::ChunkCount(size, options.chunk_size);
-  const int workers = options.workers > 0
-                          ? options.workers
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   ImageJob job(sink, options, count);
-  pipeline::BoundedQueue<WorkItem> queue(static_cast<size_t>(workers) * 2);
-  // Chunk buffers go round: reader → worker → pool → reader.
-  pipeline::BufferPool pool(static_cast<size_t>(workers) * 3 + 2);
-  pipeline::WorkerGroup group([&] { queue.Cancel(); });
-  group.Start(workers, [&](int) -> Status {
-    while (auto item = queue.Pop()) {
-      Status s = job.Process(*item);
-      pool.Give(std::move(item->data));
-      CAIRN_RETURN_IF_ERROR(s);
-    }
-    return Status::Ok();
-  });
-
-  // Reader: this thread.
-  Status read_status;
-  for (size_t i = 0; i < count && !group.failed(); ++i) {
+  // The restore pipeline, run the other way: reads of the source in
+  // flight (tuned by the controller, as a restore tunes its fetches), then
+  // hash, compress and insert on all cores.
+  pipeline::ConcurrencyController controller(
+      pipeline::ConcurrencyController::Options::ForJobs(options.reads, 2));
+  pipeline::FetchPipelineOptions popts;
+  popts.cpu_workers = options.workers;
+  popts.max_bytes_in_flight = options.max_bytes_in_flight;
+  popts.controller = &controller;
+  popts.progress = options.progress;
+  pipeline::FetchPipelineStats ps;
+  auto length = [&](size_t i) {
     uint64_t offset = uint64_t{i} * options.chunk_size;
-    size_t len = static_cast<size_t>(std::min<uint64_t>(options.chunk_size, size - offset));
-    Bytes data = pool.Take();
-    data.resize(len);
-    auto n = source.ReadAt(offset, data);
-    if (!n.ok()) {
-      read_status = n.status();
-      break;
-    }
-    if (*n != len) {
-      read_status = FailedPreconditionError(fmt::format(
-          "{} shrank while being read (expected {} bytes, ended at {})", source.path(), size,
-          offset + *n));
-      break;
-    }
-    if (!queue.Push(WorkItem{i, std::move(data)})) break;  // cancelled by a worker error
-  }
-  if (read_status.ok()) {
-    queue.Close();
-  } else {
-    group.Fail(read_status);
-  }
-  CAIRN_RETURN_IF_ERROR(group.Wait());
+    return static_cast<size_t>(std::min<uint64_t>(options.chunk_size, size - offset));
+  };
+  CAIRN_RETURN_IF_ERROR(pipeline::RunFetchPipeline(
+      count,
+      [&](size_t i, Bytes* data) -> Status {
+        const uint64_t offset = uint64_t{i} * options.chunk_size;
+        const size_t len = length(i);
+        data->resize(len);
+        CAIRN_ASSIGN_OR_RETURN(size_t n, source.ReadAt(offset, *data));
+        if (n != len) {
+          return FailedPreconditionError(
+              fmt::format("{} shrank while being read (expected {} bytes, ended at {})",
+                          source.path(), size, offset + n));
+        }
+        return Status::Ok();
+      },
+      [&](size_t i, Bytes& data) -> Status {
+        CAIRN_RETURN_IF_ERROR(job.Process(i, data));
+        if (options.progress != nullptr) options.progress->Add(data.size());
+        return Status::Ok();
+      },
+      // The read buffer and the compressed copy.
+      [&](size_t i) { return uint64_t{length(i)} * 2; }, popts, &ps));
+  stats->reads_final = controller.summary().final_limit;
 
   CAIRN_ASSIGN_OR_RETURN(uint64_t end_size, source.Size());
   if (end_size != size) {

@@ -2,13 +2,16 @@
 // compress and store the ones the store does not have, and build the fixed
 // index.
 //
-// Shape (the same as every cairn flow): one reader thread reads chunks in
-// order with positional reads into a bounded queue; CPU workers (one per
-// core) detect all-zero chunks (their id is known up front), SHA-256 the
-// rest, skip ids the dedup base or the store already holds, and compress +
-// insert the others. A digest is claimed by the first worker that meets it,
-// so a chunk repeated within one run is stored once and counted once.
-// Memory: (queue capacity + workers) × chunk size, whatever the image size.
+// Shape: the fetch pipeline of restore and verify (pipeline/fetch_pipeline.h)
+// run the other way. Its I/O stage keeps positional reads of the source in
+// flight, as many as the concurrency controller finds useful (a deep queue
+// for an array of disks, one or two for a file in the page cache); CPU
+// workers (one per core) detect all-zero chunks (their id is known up
+// front), SHA-256 the rest, skip ids the dedup base or the store already
+// holds, and compress + insert the others. A digest is claimed by the first
+// worker that meets it, so a chunk repeated within one run is stored once
+// and counted once. Memory: the pipeline's byte budget, whatever the image
+// size.
 //
 // The source must not change while it is read: a size that differs at the
 // end, or a read that ends early, fails the archive (FailedPrecondition).
@@ -22,6 +25,7 @@
 #include "base/logging.h"
 #include "crypto/sha256.h"
 #include "index/fixed_index.h"
+#include "pipeline/progress.h"
 #include "store/chunk_source.h"
 
 namespace cairn::backup {
@@ -37,11 +41,15 @@ struct ImageStats {
   uint64_t stored_bytes = 0;   // encoded bytes written for them
   uint64_t reused_chunks = 0;  // already in the base or the store
   uint64_t reused_bytes = 0;
+  int reads_final = 0;  // reads of the source in flight at the end
 };
 
 struct ImageBackupOptions {
   uint32_t chunk_size = index::kDefaultChunkSize;
   int workers = 0;  // 0: one per core
+  int reads = 0;    // reads of the source in flight: 0 = adaptive, N = pinned
+  uint64_t max_bytes_in_flight = uint64_t{256} << 20;
+  pipeline::Progress* progress = nullptr;  // optional: Add()s each chunk's bytes
   // Ids known to be in the store (the previous snapshot's index of this
   // archive): never stored again, not even checked.
   const DigestSet* known = nullptr;

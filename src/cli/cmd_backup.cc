@@ -3,6 +3,7 @@
 
 #include "backup/backup.h"
 #include "cli/cli_util.h"
+#include "cli/progress_bar.h"
 
 namespace cairn::cli {
 namespace {
@@ -62,11 +63,20 @@ void Run(Context& ctx, const BackupArgs& args) {
     if (!spec.ok()) return Fail(ctx, spec.status());
     options.archives.push_back(*spec);
   }
+  const bool draw = ProgressBar::StderrIsTerminal();
   if (!ctx.json) {
-    options.on_archive_done = PrintArchiveLine;
+    options.on_archive_done = [draw](const backup::ArchiveReport& a) {
+      if (draw) fmt::print(stderr, "\r\033[K");  // the bar's line, before ours
+      PrintArchiveLine(a);
+    };
     fmt::print("backup of {} to {}\n", group->ToString(), ctx.repo);
   }
-  auto report = backup::RunBackup(**store, options);
+  pipeline::Progress progress;
+  options.image.progress = &progress;
+  auto report = [&] {
+    ProgressBar bar(progress, stderr, draw);
+    return backup::RunBackup(**store, options);
+  }();
   if (!report.ok()) return Fail(ctx, report.status().WithContext("backup failed"));
   uint64_t total = 0;
   for (const auto& a : report->archives) total += a.stats.bytes;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
+#include "cli/progress_bar.h"
 #include "verify/verify.h"
 
 namespace cairn::cli {
@@ -54,7 +55,12 @@ void Run(Context& ctx, const VerifyArgs& args) {
   auto source = MaybeInject(args.bench.inject_latency, (*store)->chunks(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());
   if (injected) options.source = injected.get();  // else: the store itself (quarantine on)
-  auto report = verify::RunVerify(**store, options);
+  pipeline::Progress progress;
+  options.progress = &progress;
+  auto report = [&] {
+    ProgressBar bar(progress, stderr, ProgressBar::StderrIsTerminal());
+    return verify::RunVerify(**store, options);
+  }();
   if (!report.ok()) return Fail(ctx, report.status());
   const auto& r = *report;
   size_t failed = std::count_if(r.snapshots.begin(), r.snapshots.end(),

@@ -94,6 +94,12 @@ Status CheckChunks(store::ChunkSource& source, const std::vector<ChunkUse>& uniq
   popts.controller = &controller;
   popts.max_io_threads = copts.max;
   popts.cpu_workers = options.cpu_workers;
+  popts.progress = options.progress;
+  if (options.progress != nullptr) {
+    uint64_t total = 0;
+    for (const ChunkUse& use : unique) total += use.length;
+    options.progress->StartPhase("verify", total);
+  }
   std::atomic<uint64_t> stored_bytes{0}, raw_bytes{0};
   results->assign(unique.size(), Status::Ok());
   Status s = pipeline::RunFetchPipeline(
@@ -112,6 +118,7 @@ Status CheckChunks(store::ChunkSource& source, const std::vector<ChunkUse>& uniq
         uint64_t raw = 0;
         (*results)[k] = CheckStored(stored, unique[k], &raw);
         raw_bytes.fetch_add(raw, std::memory_order_relaxed);
+        if (options.progress != nullptr) options.progress->Add(unique[k].length);
         return Status::Ok();
       },
       [&](size_t k) { return uint64_t{unique[k].length} * 2; }, popts, nullptr);

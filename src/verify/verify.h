@@ -23,6 +23,7 @@
 
 #include "base/logging.h"
 #include "datastore/datastore.h"
+#include "pipeline/progress.h"
 
 namespace cairn::verify {
 
@@ -39,6 +40,7 @@ struct VerifyOptions {
   // Where chunks are read from; null: the datastore's own chunk store.
   store::ChunkSource* source = nullptr;
   Logger* logger = nullptr;  // REQUIRED
+  pipeline::Progress* progress = nullptr;  // optional
 };
 
 // One damaged thing (a chunk, an index, a manifest, a blob), with every

@@ -41,9 +41,17 @@ dd if=/dev/urandom of="$image" bs=1M count=10 seek=100 conv=notrunc status=none
 "$cairn" backup -r "$store" --id vm/100 disk0.img="$image" vm.conf.blob="$dir/vm100.conf"
 echo "== snapshots"
 "$cairn" snapshots -r "$store"
-echo "== restore the latest snapshot"
-"$cairn" restore -r "$store" vm/100/latest disk0.img "$dir/restored.raw"
-cmp "$image" "$dir/restored.raw" && echo "restored image is byte-identical to the source"
+echo "== rehearse a restore: fetch and check everything, write nothing"
+"$cairn" restore -r "$store" vm/100/latest disk0.img --rehearse
+echo "== restore the whole latest snapshot at once (every archive, one pipeline)"
+rm -rf "$dir/restored"
+"$cairn" restore -r "$store" vm/100/latest --all "$dir/restored"
+cmp "$image" "$dir/restored/disk0.img" && echo "restored image is byte-identical to the source"
+cmp "$dir/vm100.conf" "$dir/restored/vm.conf" && echo "restored config is byte-identical to the source"
+echo "== damage 2 MiB of the restored copy, then restore in place (only differing chunks move)"
+dd if=/dev/urandom of="$dir/restored/disk0.img" bs=1M count=2 seek=300 conv=notrunc status=none
+"$cairn" restore -r "$store" vm/100/latest disk0.img "$dir/restored/disk0.img" --in-place
+cmp "$image" "$dir/restored/disk0.img" && echo "repaired image is byte-identical to the source"
 echo "== verify the whole datastore"
 "$cairn" verify -r "$store"
 "$cairn" snapshots -r "$store"

@@ -50,6 +50,13 @@ class WritableFile {
   // (the only mode a pipe or terminal supports).
   virtual Status Append(ByteSpan data) = 0;
   virtual Status Truncate(uint64_t size) = 0;
+  // Hint for writers of large images: from now on, WriteAt of whole
+  // page-aligned ranges (offset and length multiples of 4096) may bypass the
+  // page cache (O_DIRECT), which costs far less CPU than copying into it and
+  // leaves the cache to the rest of the machine. Other writes stay buffered;
+  // Sync() covers both. False when the file or file system cannot (tmpfs,
+  // pipes, wrappers): nothing changes then.
+  virtual bool EnableDirectWrites() { return false; }
   virtual Status Sync() = 0;
   virtual Status Close() = 0;  // idempotent
   virtual Result<FileInfo> Stat() = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <thread>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -158,6 +159,7 @@ struct OpenTarget {
   std::string partial;  // set: a new file written under this name, renamed at the end
   std::unique_ptr<WritableFile> out;  // null when rehearsing
   bool existing = false;
+  bool direct = false;  // aligned writes bypass the page cache (and block the worker)
 };
 
 Status Open(Env& env, const ImageTarget& target, const ImageRestoreOptions& options,
@@ -175,6 +177,7 @@ Status Open(Env& env, const ImageTarget& target, const ImageRestoreOptions& opti
     if (options.rehearse) return Status::Ok();
     open->partial = target.path + ".partial";
     CAIRN_ASSIGN_OR_RETURN(open->out, env.OpenWritable(open->partial, OpenMode::kTruncate));
+    open->direct = open->out->EnableDirectWrites();
     return open->out->Truncate(size);
   }
   if (options.rehearse && !options.in_place) return Status::Ok();  // never touched
@@ -194,6 +197,7 @@ Status Open(Env& env, const ImageTarget& target, const ImageRestoreOptions& opti
   open->existing = true;
   if (options.rehearse) return Status::Ok();  // scanned, never written
   CAIRN_ASSIGN_OR_RETURN(open->out, env.OpenWritable(target.path, OpenMode::kExisting));
+  open->direct = open->out->EnableDirectWrites();
   if (!info->is_block_device) CAIRN_RETURN_IF_ERROR(open->out->Truncate(size));
   return Status::Ok();
 }
@@ -302,6 +306,13 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
 
   pipeline::ConcurrencyController controller(pipeline::ConcurrencyController::Options::ForJobs(
       options.jobs, source.Traits().initial_reads_in_flight));
+  pipeline::FetchPipelineOptions popts = PipelineOptions(options, controller);
+  // A direct write blocks its worker until the device has the data: twice
+  // as many workers as cores keep the cores busy meanwhile.
+  const bool direct = std::any_of(open.begin(), open.end(), [](const OpenTarget& o) { return o.direct; });
+  if (direct && popts.cpu_workers == 0) {
+    popts.cpu_workers = 2 * std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
   pipeline::FetchPipelineStats ps;
   Status s = pipeline::RunFetchPipeline(
       plan.items.size(),
@@ -322,8 +333,7 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
         return Status::Ok();
       },
       // Stored and decoded copies may both be alive while a chunk is processed.
-      [&](size_t k) { return uint64_t{plan.items[k].length} * 2; },
-      PipelineOptions(options, controller), &ps);
+      [&](size_t k) { return uint64_t{plan.items[k].length} * 2; }, popts, &ps);
   for (size_t t = 0; t < targets.size(); ++t) {
     ImageRestoreStats& st = (*stats)[t];
     RecordController(controller, ps, &st);

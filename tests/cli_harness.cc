@@ -250,8 +250,10 @@ RunResult RunCairn(const std::vector<std::string>& args, const RunOptions& optio
     if (f.fd >= 0) ::close(f.fd);
   }
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  struct rusage usage = {};
+  while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
   }
+  result.peak_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * kKiB;  // KiB on Linux
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
   if (hung) ADD_FAILURE() << "hung for 10 minutes and was killed: " << result.Describe();

@@ -72,6 +72,12 @@ struct RunResult {
   std::string out;      // stdout (empty when streamed to a sink)
   std::string err;      // stderr
   std::string command;  // for messages
+  // The child's peak resident set (ru_maxrss from wait4), in bytes. Linux
+  // folds the high-water mark of the forked copy of the test process into
+  // it at exec, so it is at least the test's own anonymous memory at fork
+  // time: keep the test process small, or compare runs rather than trust
+  // small absolute values.
+  uint64_t peak_rss_bytes = 0;
 
   bool killed() const { return term_signal != 0; }
   // "cairn backup …: exit 1\nstdout: …\nstderr: …" for assertion messages.

@@ -141,7 +141,10 @@ void PrintHuman(FILE* out, const restore::RestoreReport& report,
   for (const auto& a : report.archives) {
     const auto& s = a.stats;
     const char* kind = a.kind == index::ArchiveKind::kImage ? "image" : "blob";
-    if (a.kind == index::ArchiveKind::kImage) {
+    if (a.kind == index::ArchiveKind::kBlob) {
+      fmt::print(out, "{} {}: {}{}\n", request.rehearse ? "rehearsed" : "restored", a.archive,
+                 HumanBytes(s.bytes), a.target.empty() ? "" : " to " + a.target);
+    } else {
       std::string skipped = fmt::format("zero {}, dedup {}", HumanBytes(s.zero_bytes),
                                         HumanBytes(s.dedup_bytes));
       if (request.in_place) skipped += fmt::format(", already in place {}", HumanBytes(s.in_place_bytes));

@@ -218,14 +218,14 @@ Status ScanTargets(Env& env, std::span<const ImageTarget> targets,
     zero.emplace_back(idx);
     for (uint32_t p = 0; p < idx.chunk_count(); ++p) work.emplace_back(t, p);
     total += idx.image_size();
-    (*stats)[t].scanned_bytes = idx.image_size();
   }
+  std::vector<std::atomic<uint64_t>> scanned(targets.size());
   StartPhase(options, "scan", total);
   // The target is local storage: start shallow, let the controller deepen.
   pipeline::ConcurrencyController controller(
       pipeline::ConcurrencyController::Options::ForJobs(options.jobs, 2));
   pipeline::FetchPipelineStats ps;
-  return pipeline::RunFetchPipeline(
+  Status s = pipeline::RunFetchPipeline(
       work.size(),
       [&](size_t k, Bytes* out) -> Status {
         auto [t, p] = work[k];
@@ -233,6 +233,7 @@ Status ScanTargets(Env& env, std::span<const ImageTarget> targets,
         out->resize(idx.ChunkLength(p));
         CAIRN_ASSIGN_OR_RETURN(size_t n, files[t]->ReadAt(idx.ChunkOffset(p), *out));
         out->resize(n);  // short: past the end of a smaller target, so it differs
+        scanned[t].fetch_add(n, std::memory_order_relaxed);
         return Status::Ok();
       },
       [&](size_t k, Bytes& data) -> Status {
@@ -248,6 +249,8 @@ Status ScanTargets(Env& env, std::span<const ImageTarget> targets,
       },
       [&](size_t k) { return uint64_t{targets[work[k].first].index->ChunkLength(work[k].second)}; },
       PipelineOptions(options, controller), &ps);
+  for (size_t t = 0; t < targets.size(); ++t) (*stats)[t].scanned_bytes = scanned[t];
+  return s;
 }
 
 // Fills the per-target byte accounts that follow from the plan.

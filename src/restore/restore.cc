@@ -5,16 +5,31 @@
 namespace cairn::restore {
 namespace {
 
-Status RestoreBlob(Env& env, ByteSpan data, const std::string& target,
-                   const RestoreRequest& request) {
-  if (request.rehearse) return Status::Ok();  // read and checked: that is the rehearsal
+// Checks that a blob may be written to `target` (before any image work).
+Status CheckBlobTarget(Env& env, const std::string& target, const RestoreRequest& request) {
+  if (request.rehearse || target == "-") return Status::Ok();
+  auto info = env.Stat(target);
+  if (!info.ok() && info.status().code() != StatusCode::kNotFound) return info.status();
+  if (!info.ok() && request.in_place) {
+    return NotFoundError(fmt::format(
+        "target {} does not exist; --in-place rewrites an existing file (drop it to restore "
+        "to a new one)",
+        target));
+  }
+  if (info.ok() && !request.overwrite && !request.in_place) {
+    return AlreadyExistsError(
+        fmt::format("target {} exists; pass --overwrite to write over it", target));
+  }
+  if (info.ok() && info->is_dir) {
+    return InvalidArgumentError(fmt::format("target {} is a directory", target));
+  }
+  return Status::Ok();
+}
+
+Status WriteBlob(Env& env, ByteSpan data, const std::string& target) {
   if (target == "-") {
     CAIRN_ASSIGN_OR_RETURN(auto out, env.OpenStdout());
     return out->Append(data);
-  }
-  if (env.Stat(target).ok() && !request.overwrite && !request.in_place) {
-    return AlreadyExistsError(
-        fmt::format("target {} exists; pass --overwrite to write over it", target));
   }
   return WriteFileAtomic(env, target, data);
 }
@@ -53,7 +68,8 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
     }
     entries.push_back(entry);
   }
-  if (request.all && !request.rehearse) {
+  bool created_dir = false;
+  if (request.all && !request.target.empty()) {
     if (request.target == "-") {
       return InvalidArgumentError("--all restores into a directory, not to standard output");
     }
@@ -62,40 +78,52 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
       return InvalidArgumentError(
           fmt::format("--all wants a directory; {} is not one", request.target));
     }
-    if (!info.ok()) CAIRN_RETURN_IF_ERROR(CreateDirs(env, request.target));
+    if (!info.ok() && !request.rehearse) {
+      CAIRN_RETURN_IF_ERROR(CreateDirs(env, request.target));
+      created_dir = true;
+    }
   }
   for (const index::ArchiveEntry* e : entries) {
     ArchiveResult r;
     r.archive = e->name;
     r.kind = e->kind;
-    r.target = request.all ? AllTargetPath(request.target, *e) : request.target;
+    r.target = !request.all             ? request.target
+               : request.target.empty() ? std::string()
+                                        : AllTargetPath(request.target, *e);
     report.archives.push_back(std::move(r));
   }
   auto context = [&](const ArchiveResult& r) {
     return fmt::format("restore {} of {} to {}", r.archive, snap.ToString(), r.target);
   };
 
-  // Blobs are small: read, check and write them first, one by one.
+  // A failed restore leaves no new file: nothing new stays behind, not
+  // even the directory --all created.
+  auto fail = [&](Status s) {
+    if (created_dir) env.RemoveDir(request.target).IgnoreError();  // only when empty
+    return s;
+  };
+  // Blobs are small: read and check them first, write them once the images
+  // are done, so a failed image leaves no blob behind either.
   std::vector<index::FixedIndex> indexes;
   indexes.reserve(entries.size());
   std::vector<ImageTarget> targets;
   std::vector<size_t> image_results;  // report.archives position of targets[i]
+  std::vector<std::pair<size_t, Bytes>> blobs;
   for (size_t i = 0; i < entries.size(); ++i) {
     ArchiveResult& r = report.archives[i];
     if (entries[i]->kind == index::ArchiveKind::kImage) {
       auto idx = store.ReadImageIndex(snap, *entries[i]);
-      if (!idx.ok()) return idx.status().WithContext(context(r));
+      if (!idx.ok()) return fail(idx.status().WithContext(context(r)));
       indexes.push_back(std::move(*idx));
       image_results.push_back(i);
       continue;
     }
     auto data = store.ReadBlobArchive(snap, *entries[i]);
-    if (!data.ok()) return data.status().WithContext(context(r));
-    Status s = RestoreBlob(env, *data, r.target, request);
-    if (!s.ok()) return s.WithContext(context(r));
+    if (!data.ok()) return fail(data.status().WithContext(context(r)));
+    Status s = CheckBlobTarget(env, r.target, request);
+    if (!s.ok()) return fail(s.WithContext(context(r)));
     r.stats.bytes = data->size();
-    r.stats.written_bytes = request.rehearse ? 0 : data->size();
-    r.stats.seconds = elapsed();
+    blobs.emplace_back(i, std::move(*data));
   }
   for (size_t k = 0; k < image_results.size(); ++k) {
     targets.push_back(ImageTarget{&indexes[k], report.archives[image_results[k]].target});
@@ -114,13 +142,23 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
     std::vector<ImageRestoreStats> stats;
     Status s = RestoreImages(env, targets, source, options, &stats);
     if (!s.ok()) {
-      if (targets.size() == 1) return s.WithContext(context(report.archives[image_results[0]]));
-      return s.WithContext(fmt::format("restore {} to {}", snap.ToString(), request.target));
+      if (targets.size() == 1 && !request.all) {
+        return fail(s.WithContext(context(report.archives[image_results[0]])));
+      }
+      return fail(s.WithContext(fmt::format("restore {} to {}", snap.ToString(), request.target)));
     }
     for (size_t k = 0; k < targets.size(); ++k) {
-      ArchiveResult& r = report.archives[image_results[k]];
-      r.stats = stats[k];
+      report.archives[image_results[k]].stats = stats[k];
     }
+  }
+  for (auto& [i, data] : blobs) {
+    ArchiveResult& r = report.archives[i];
+    if (!request.rehearse) {
+      Status s = WriteBlob(env, data, r.target);
+      if (!s.ok()) return s.WithContext(context(r));
+      r.stats.written_bytes = data.size();
+    }
+    r.stats.seconds = elapsed();
   }
   report.seconds = elapsed();
   return report;

@@ -1,27 +1,33 @@
 #!/usr/bin/env bash
-# Image backup/restore benchmark: cairn beside restic and the raw limits
+# Image backup/restore benchmark: cairn beside restic, borg and the raw limits
 # (cat, sha256sum, zstd -1, cp), on one disk image from cairn-gendata, in one
 # run. This is the *sequential baseline* that the parallel restore and verify
 # issues improve on.
 #
 #   bash bench/image_bench.sh [--quick] [--rounds N] [--size 2G] [--dir DIR]
-#                             [--cold] [--no-restic] [--no-doc] [--compare LABEL=CAIRN]
+#                             [--cold] [--no-restic] [--no-borg] [--no-doc]
+#                             [--compare LABEL=CAIRN]
 #
 #   --quick      1 round on a 512 MiB image (a minute or two)
 #   --rounds N   rounds (default 3); tools are interleaved run by run, and the
-#                order cairn/restic alternates from round to round
+#                order of the tools reverses from round to round
 #   --size S     image size (default 2G)
 #   --dir DIR    work directory (default /var/tmp/cairn-bench; needs ~6x the
 #                image size free); also $CAIRN_BENCH_DIR
 #   --cold       drop the page cache before every timed step (needs root and a
 #                writable /proc/sys/vm/drop_caches); default: warm cache
 #   --no-restic  skip restic
+#   --no-borg    skip borg (borg 1.2: `borg init --encryption=none`, archives
+#                made with --compression zstd,1 and the default chunker)
 #   --no-doc     do not rewrite the results section of docs/BENCHMARKS.md
 #   --compare LABEL=CAIRN  also run another cairn binary (say, an older commit's
 #                build) as tool LABEL, interleaved with the others; repeatable
 #
+# The cairn binary is $CAIRN_BIN if set (no build then), else
+# build/release/src/cairn; cairn-gendata is $CAIRN_GENDATA, else next to
+# $CAIRN_BIN (BUILD/bench/cairn-gendata), else build/release's.
 # From a clean checkout on Debian 12, as root: installs what is missing
-# (scripts/setup-deps.sh, restic, time), builds the release preset, generates
+# (scripts/setup-deps.sh, restic, borgbackup, time), builds the release preset, generates
 # the image, runs the rounds, checks every restored file with cmp (a wrong
 # byte fails the run), prints a table and writes it, with the machine details,
 # between the image-bench markers in docs/BENCHMARKS.md. Raw timings stay in
@@ -36,11 +42,12 @@ size=2G
 dir=${CAIRN_BENCH_DIR:-/var/tmp/cairn-bench}
 cold=0
 with_restic=1
+with_borg=1
 write_doc=1
 quick=0
 declare -A cairn_bin=()  # tool label -> cairn binary
 extra_cairns=()
-usage() { sed -n '7,22p' "$0" >&2; exit 2; }
+usage() { sed -n '7,28p' "$0" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --quick) quick=1; rounds=1; size=512M; shift ;;
@@ -49,6 +56,7 @@ while (($#)); do
     --dir) dir=$2; shift 2 ;;
     --cold) cold=1; shift ;;
     --no-restic) with_restic=0; shift ;;
+    --no-borg) with_borg=0; shift ;;
     --no-doc) write_doc=0; shift ;;
     --compare)
       [[ $2 == *=* && -x ${2#*=} ]] || { echo "image_bench: --compare wants LABEL=PATH_TO_CAIRN" >&2; exit 2; }
@@ -76,6 +84,7 @@ install_deps() {
   fi
   local extra=(time python3 zstd)
   ((with_restic)) && extra+=(restic)
+  ((with_borg)) && extra+=(borgbackup)
   apt_install "${extra[@]}"
 }
 apt_install() {
@@ -89,15 +98,33 @@ apt_install() {
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
-install_deps
+if [[ -z ${CAIRN_GENDATA:-} && -n ${CAIRN_BIN:-} ]]; then
+  guess=$(dirname "$CAIRN_BIN")/../bench/cairn-gendata
+  [[ -x $guess ]] && CAIRN_GENDATA=$(realpath "$guess")
+fi
+if [[ -n ${CAIRN_BIN:-} && -n ${CAIRN_GENDATA:-} ]]; then
+  extra=(time python3 zstd)
+  ((with_restic)) && extra+=(restic)
+  ((with_borg)) && extra+=(borgbackup)
+  apt_install "${extra[@]}"
+else
+  install_deps
+fi
 
 # --- build ------------------------------------------------------------------
-say "building the release preset (build/release)"
-[[ -f build/release/build.ninja ]] || cmake --preset release >/dev/null
-cmake --build build/release --target cairn cairn-gendata >/dev/null
-cairn=$root/build/release/src/cairn
+if [[ -z ${CAIRN_BIN:-} || -z ${CAIRN_GENDATA:-} ]]; then
+  say "building the release preset (build/release)"
+  [[ -f build/release/build.ninja ]] || cmake --preset release >/dev/null
+  targets=()
+  [[ -z ${CAIRN_BIN:-} ]] && targets+=(cairn)
+  [[ -z ${CAIRN_GENDATA:-} ]] && targets+=(cairn-gendata)
+  cmake --build build/release --target "${targets[@]}" >/dev/null
+fi
+cairn=$(realpath "${CAIRN_BIN:-$root/build/release/src/cairn}")
 cairn_bin[cairn]=$cairn
-gendata=$root/build/release/bench/cairn-gendata
+gendata=$(realpath "${CAIRN_GENDATA:-$root/build/release/bench/cairn-gendata}")
+[[ -x $cairn ]] || die "no cairn binary at $cairn"
+[[ -x $gendata ]] || die "no cairn-gendata binary at $gendata"
 
 # --- data -------------------------------------------------------------------
 mkdir -p "$dir/logs"
@@ -175,6 +202,10 @@ export -f copy_and_sync
 
 export RESTIC_PASSWORD=cairn-bench
 export RESTIC_CACHE_DIR=$dir/restic-cache
+export BORG_BASE_DIR=$dir/borg-home  # borg's cache, config and security dirs
+export BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes
+export BORG_RELOCATED_REPO_ACCESS_IS_OK=yes
+borg_compression=zstd,1
 sizes=$dir/sizes.tsv
 : >"$sizes"
 
@@ -235,6 +266,47 @@ run_restic() {  # run_restic restic ROUND PHASE
   esac
 }
 
+# borg stores the path it is given: create from inside $dir, so the archive
+# holds disk-SIZE.img and extracts to TARGET/disk-SIZE.img.
+borg_create() { cd "$(dirname "$3")" && borg create "${@:4}" "$1::$2" "$(basename "$3")"; }
+# borg does not fsync what it extracts either: sync it inside the timing.
+# --sparse: zero chunks become holes, as in cairn.
+borg_extract() { cd "$2" && borg extract --sparse "$1::$3" "$4" && sync "$4"; }
+export -f borg_create borg_extract
+
+run_borg() {  # run_borg borg ROUND PHASE
+  local r=$2 repo=$dir/borg-repo out=$dir/borg-restored name
+  name=$(basename "$image")
+  case $3 in
+    backup1)
+      rm -rf "$repo" "$BORG_BASE_DIR"
+      mkdir -p "$BORG_BASE_DIR"
+      borg init --encryption=none "$repo" >/dev/null
+      measure "$r" borg backup-first bash -c 'borg_create "$@"' _ "$repo" img-1 "$image" \
+        --json --compression "$borg_compression"
+      ;;
+    backup2)  # --files-cache=disabled: re-read the image (else borg skips it by mtime/inode)
+      measure "$r" borg backup-unchanged bash -c 'borg_create "$@"' _ "$repo" img-2 "$image" \
+        --json --compression "$borg_compression" --files-cache=disabled
+      local new
+      new=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["archive"]["stats"]["deduplicated_size"])' \
+        "$dir/logs/r$r-borg-backup-unchanged.log")
+      ((new < 1048576)) || die "borg: the second backup of the unchanged image stored $new new bytes"
+      ;;
+    restore)
+      rm -rf "$out"
+      mkdir -p "$out"
+      measure "$r" borg restore bash -c 'borg_extract "$@"' _ "$repo" "$out" img-2 "$name"
+      same_or_die "borg extract" "$out/$name"
+      rm -rf "$out"
+      ;;
+    verify)
+      measure "$r" borg verify borg check --verify-data "$repo"
+      printf 'borg\t%s\n' "$(store_size "$repo")" >>"$sizes"
+      ;;
+  esac
+}
+
 say "benchmark: $rounds round(s), image $image ($bytes bytes), work dir $dir"
 for ((r = 1; r <= rounds; r++)); do
   say "round $r/$rounds"
@@ -246,6 +318,7 @@ for ((r = 1; r <= rounds; r++)); do
   rm -f "$dir/copy.img"
   tools=(cairn "${extra_cairns[@]}")
   ((with_restic)) && tools+=(restic)
+  ((with_borg)) && tools+=(borg)
   if ((r % 2 == 0)); then  # alternate who goes first
     rev=()
     for ((i = ${#tools[@]} - 1; i >= 0; i--)); do rev+=("${tools[i]}"); done
@@ -253,13 +326,24 @@ for ((r = 1; r <= rounds; r++)); do
   fi
   for phase in backup1 backup2 restore verify; do
     for t in "${tools[@]}"; do
-      if [[ $t == restic ]]; then run_restic restic "$r" "$phase"; else run_cairn "$t" "$r" "$phase"; fi
+      case $t in
+        restic) run_restic restic "$r" "$phase" ;;
+        borg) run_borg borg "$r" "$phase" ;;
+        *) run_cairn "$t" "$r" "$phase" ;;
+      esac
     done
   done
 done
 
 # --- report -----------------------------------------------------------------
-if git rev-parse --git-dir >/dev/null 2>&1; then
+if [[ -n ${CAIRN_BIN:-} && -z ${CAIRN_BENCH_COMMIT:-} ]] &&
+  c=$(git -C "$(dirname "$cairn")" rev-parse --short HEAD 2>/dev/null); then
+  # $CAIRN_BIN built in another checkout (a worktree): that checkout's commit
+  top=$(git -C "$(dirname "$cairn")" rev-parse --show-toplevel)
+  [[ -n $(git -C "$top" status --porcelain --untracked-files=no -- src CMakeLists.txt) ]] &&
+    c+=" (with uncommitted changes in src/)"
+  commit=$c
+elif [[ -z ${CAIRN_BIN:-} ]] && git rev-parse --git-dir >/dev/null 2>&1; then
   commit=$(git rev-parse --short HEAD)
   [[ -n $(git status --porcelain --untracked-files=no -- src CMakeLists.txt) ]] &&
     commit+=" (with uncommitted changes in src/)"
@@ -276,6 +360,7 @@ machine=$(
   for t in "${extra_cairns[@]}"; do echo "- $t: ${cairn_bin[$t]}"; done
   versions="cairn $("$cairn" --version 2>/dev/null | head -n1 || echo '?')"
   ((with_restic)) && versions+="; $(restic version | cut -d' ' -f1-2)"
+  ((with_borg)) && versions+="; $(borg --version) (\`borg init --encryption=none\`, \`--compression $borg_compression\`, default chunker)"
   versions+="; zstd $(zstd --version | grep -o 'v[0-9.]*' | head -n1)"
   echo "- versions: $versions"
   echo "- image: $bytes bytes from \`cairn-gendata image --size $size --seed 1\`, sha256 ${image_sha:0:16}…"
@@ -292,7 +377,7 @@ for l in open(sys.argv[2]):
 ops = collections.OrderedDict()
 for rnd, tool, op, secs, rss, nbytes in rows:
     ops.setdefault((tool, op), []).append((float(secs), int(rss), int(nbytes)))
-order = {"raw": 0, "cairn": 1, "restic": 9}
+order = {"raw": 0, "cairn": 1, "restic": 9, "borg": 10}
 opo = ["cat", "sha256sum", "zstd-1", "cp+fsync", "backup-first", "backup-unchanged", "restore", "verify"]
 mib = 1 << 20
 print("| tool | operation | median MiB/s | min – max MiB/s | median s | peak RSS MiB | store: data / on disk MiB |")

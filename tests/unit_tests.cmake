@@ -25,6 +25,7 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/backup/image_backup_test.cc
   ${PROJECT_SOURCE_DIR}/src/restore/image_restore_test.cc
   ${PROJECT_SOURCE_DIR}/src/restore/restore_test.cc
+  ${PROJECT_SOURCE_DIR}/src/verify/ledger_test.cc
   ${PROJECT_SOURCE_DIR}/src/verify/verify_test.cc
   ${PROJECT_SOURCE_DIR}/src/cli/progress_bar_test.cc
 )

@@ -47,7 +47,8 @@ class WritableFile {
   // Writes all of `data` at `offset` (retrying short writes and EINTR).
   virtual Status WriteAt(uint64_t offset, ByteSpan data) = 0;
   // Writes all of `data` at the current end of what Append wrote so far
-  // (the only mode a pipe or terminal supports).
+  // (the only mode a pipe or terminal supports); with OpenMode::kAppend, at
+  // the end of the file, in one write(2) (see there).
   virtual Status Append(ByteSpan data) = 0;
   virtual Status Truncate(uint64_t size) = 0;
   // Hint for writers of large images: from now on, WriteAt of whole
@@ -74,6 +75,15 @@ enum class OpenMode {
   kCreateNew,     // must not exist (O_EXCL)
   kTruncate,      // create or truncate to zero
   kExisting,      // must exist; contents kept (files and block devices)
+  // Created if absent, contents kept (O_CREAT | O_APPEND): every Append()
+  // lands at the end of the file as it is at that moment, even with other
+  // writers (other descriptors, other processes), so appends never overwrite
+  // one another. Each Append() is one write(2), whole or an error: a short
+  // write (disk full) is not continued, because another writer's bytes may
+  // already follow it; the partial bytes stay at the end of the file.
+  // WriteAt() is refused (InvalidArgument: Linux would append anyway) and
+  // EnableDirectWrites() is false.
+  kAppend,
 };
 
 class Env {

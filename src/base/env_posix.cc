@@ -95,11 +95,16 @@ class PosixReadableFile final : public ReadableFile {
 
 class PosixWritableFile final : public WritableFile {
  public:
-  PosixWritableFile(std::string path, int fd, bool owns_fd)
-      : path_(std::move(path)), fd_(fd), owns_fd_(owns_fd) {}
+  // `append_mode`: fd was opened O_APPEND (OpenMode::kAppend).
+  PosixWritableFile(std::string path, int fd, bool owns_fd, bool append_mode = false)
+      : path_(std::move(path)), fd_(fd), owns_fd_(owns_fd), append_mode_(append_mode) {}
   ~PosixWritableFile() override { Close().IgnoreError(); }
 
   Status WriteAt(uint64_t offset, ByteSpan data) override {
+    if (append_mode_) {
+      return InvalidArgumentError(
+          fmt::format("write {} at offset {}: the file is open for appending only", path_, offset));
+    }
     if (direct_fd_ >= 0 && offset % kDirectAlign == 0 && data.size() % kDirectAlign == 0 &&
         !data.empty()) {
       return DirectWriteAt(offset, data);
@@ -109,7 +114,7 @@ class PosixWritableFile final : public WritableFile {
 
   bool EnableDirectWrites() override {
     if (direct_fd_ >= 0) return true;
-    if (fd_ < 0 || !owns_fd_) return false;
+    if (fd_ < 0 || !owns_fd_ || append_mode_) return false;
     // A second descriptor on the same file; the first keeps serving
     // unaligned writes, Truncate and Sync.
     int fd = ::open(fmt::format("/proc/self/fd/{}", fd_).c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
@@ -119,6 +124,7 @@ class PosixWritableFile final : public WritableFile {
   }
 
   Status Append(ByteSpan data) override {
+    if (append_mode_) return AppendOnce(data);
     size_t done = 0;
     while (done < data.size()) {
       ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
@@ -165,6 +171,25 @@ class PosixWritableFile final : public WritableFile {
 
  private:
   static constexpr size_t kDirectAlign = 4096;
+
+  // O_APPEND: one write(2), so the bytes land contiguously at the end of the
+  // file whoever else appends. A short write is an error, not continued: a
+  // second write could land after another writer's bytes.
+  Status AppendOnce(ByteSpan data) {
+    if (data.empty()) return Status::Ok();
+    ssize_t n;
+    do {
+      n = ::write(fd_, data.data(), data.size());
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return ErrnoToStatus(errno, fmt::format("append to {}", path_));
+    if (static_cast<size_t>(n) != data.size()) {
+      return ResourceExhaustedError(fmt::format(
+          "append to {}: short write, {} of {} bytes (file system full?); the partial bytes "
+          "stay at the end of the file",
+          path_, n, data.size()));
+    }
+    return Status::Ok();
+  }
 
   // O_DIRECT wants the memory aligned too: unaligned data goes through this
   // thread's bounce buffer (a copy costs far less than the page cache's).
@@ -218,6 +243,7 @@ class PosixWritableFile final : public WritableFile {
   std::string path_;
   int fd_;
   bool owns_fd_;
+  bool append_mode_;
   int direct_fd_ = -1;  // O_DIRECT twin of fd_, once EnableDirectWrites succeeded
 };
 
@@ -245,10 +271,12 @@ class PosixEnv final : public Env {
       case OpenMode::kCreateNew: flags |= O_CREAT | O_EXCL; break;
       case OpenMode::kTruncate: flags |= O_CREAT | O_TRUNC; break;
       case OpenMode::kExisting: break;
+      case OpenMode::kAppend: flags |= O_CREAT | O_APPEND; break;
     }
     int fd = ::open(path.c_str(), flags, 0644);
     if (fd < 0) return ErrnoToStatus(errno, fmt::format("open {} for writing", path));
-    return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(path, fd, true));
+    return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(
+        path, fd, /*owns_fd=*/true, /*append_mode=*/mode == OpenMode::kAppend));
   }
 
   Result<std::unique_ptr<WritableFile>> OpenStdout() override {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -51,6 +52,25 @@ void AddRepoOptions(CLI::App* cmd, Context& ctx) {
 
 void AddJsonOption(CLI::App* cmd, Context& ctx) {
   cmd->add_flag("--json", ctx.json, "print the result as JSON on stdout");
+}
+
+Result<int64_t> ParseDuration(const std::string& text) {
+  double value = -1;
+  size_t used = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string_view unit = std::string_view(text).substr(used);
+  double seconds = unit == "" || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600
+                   : unit == "d"             ? 86400
+                                             : -1;
+  if (used == 0 || seconds < 0 || !(value > 0) || value * seconds > 1e9) {
+    return InvalidArgumentError(
+        fmt::format("duration '{}' is not like 90s, 30m, 1h or 2d", text));
+  }
+  return static_cast<int64_t>(value * seconds * 1e9);
 }
 
 Result<int> ParseJobs(const std::string& text) {

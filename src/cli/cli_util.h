@@ -45,6 +45,9 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx);
 void AddRepoOptions(CLI::App* cmd, Context& ctx);
 void AddJsonOption(CLI::App* cmd, Context& ctx);
 
+// "90s", "30m", "1h", "2d" (or plain seconds) → nanoseconds.
+Result<int64_t> ParseDuration(const std::string& text);
+
 // Parses --jobs: "auto" → 0, or a number 1…1024.
 Result<int> ParseJobs(const std::string& text);
 

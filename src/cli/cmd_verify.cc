@@ -1,4 +1,5 @@
-// cairn verify -r REPO [SNAPSHOT|GROUP] [--ns NS] [--json]
+// cairn verify -r REPO [SNAPSHOT|GROUP] [--ns NS] [--outdated-after DAYS]
+//   [--max-duration DURATION | --budget PERCENT] [--jobs auto|N] [--json]
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -35,6 +36,10 @@ Result<std::vector<datastore::SnapshotRef>> Select(const datastore::Datastore& s
 struct VerifyArgs {
   std::string what;
   std::string jobs = "auto";
+  double outdated_after_days = 0;
+  std::string max_duration;
+  double budget_percent = 0;
+  bool no_ledger = false;
   BenchOptions bench;
 };
 
@@ -51,6 +56,15 @@ void Run(Context& ctx, const VerifyArgs& args) {
   if (!jobs.ok()) return Fail(ctx, jobs.status());
   options.jobs = *jobs;
   options.cpu_workers = args.bench.cpu_workers;
+  options.use_ledger = !args.no_ledger;
+  options.outdated_after_s = static_cast<int64_t>(args.outdated_after_days * 86400);
+  options.budget = args.budget_percent / 100;
+  if (!args.max_duration.empty()) {
+    auto d = ParseDuration(args.max_duration);
+    if (!d.ok()) return Fail(ctx, d.status());
+    options.max_duration_ns = *d;
+  }
+  options.scope = ctx.ns + "|" + what;
   std::unique_ptr<store::ChunkSource> injected;
   auto source = MaybeInject(args.bench.inject_latency, (*store)->chunks(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());
@@ -65,40 +79,99 @@ void Run(Context& ctx, const VerifyArgs& args) {
   const auto& r = *report;
   size_t failed = std::count_if(r.snapshots.begin(), r.snapshots.end(),
                                 [](const auto& s) { return !s.ok; });
+  size_t incomplete = std::count_if(r.snapshots.begin(), r.snapshots.end(),
+                                    [](const auto& s) { return s.ok && !s.complete; });
+  const double mib = 1024.0 * 1024.0;
+  // The rest of the selection at this run's speed (the ETA of a full cover).
+  const double speed = r.seconds > 0 ? static_cast<double>(r.raw_bytes) / r.seconds : 0;
+  const double eta = speed > 0 ? static_cast<double>(r.left_bytes) / speed : -1;
   if (ctx.json) {
     nlohmann::json snapshots = nlohmann::json::array();
     for (const auto& s : r.snapshots) {
       snapshots.push_back({{"snapshot", s.snapshot.ToString()},
                            {"ns", s.snapshot.group.ns},
-                           {"state", s.ok ? "ok" : "failed"},
+                           {"state", !s.ok ? "failed" : s.complete ? "ok" : "incomplete"},
                            {"chunks", s.chunks}});
     }
     nlohmann::json problems = nlohmann::json::array();
     for (const auto& p : r.problems) {
-      problems.push_back(
-          {{"what", p.what}, {"error", p.error}, {"missing", p.missing}, {"affected", p.affected}});
+      nlohmann::json dependents = nlohmann::json::array();
+      for (size_t i = 0; i < p.affected.size(); ++i) {
+        nlohmann::json ranges = nlohmann::json::array();
+        if (i < p.ranges.size()) {
+          for (const auto& [off, len] : p.ranges[i]) ranges.push_back({{"offset", off}, {"length", len}});
+        }
+        dependents.push_back({{"archive", p.affected[i]}, {"ranges", ranges}});
+      }
+      problems.push_back({{"what", p.what},
+                          {"error", p.error},
+                          {"missing", p.missing},
+                          {"affected", p.affected},
+                          {"dependents", dependents}});
     }
     PrintJson({{"ok", r.ok()},
                {"snapshots", snapshots},
                {"problems", problems},
+               {"errors", r.problems.size()},
                {"unique_chunks", r.unique_chunks},
+               {"selected_bytes", r.selected_bytes},
+               {"checked_chunks", r.checked_chunks},
                {"stored_bytes", r.stored_bytes},
                {"raw_bytes", r.raw_bytes},
+               {"skipped", {{"fresh_chunks", r.fresh_chunks},
+                            {"fresh_bytes", r.fresh_bytes},
+                            {"resumed_chunks", r.resumed_chunks},
+                            {"resumed_bytes", r.resumed_bytes}}},
+               {"left", {{"chunks", r.left_chunks}, {"bytes", r.left_bytes},
+                         {"eta_seconds", eta}}},
+               {"resumed_from", r.resumed_from},
+               {"oldest_check", r.oldest_check},
                {"seconds", r.seconds},
                {"mib_per_s", MiBPerSecond(r.raw_bytes, r.seconds)},
                {"jobs", {{"mode", options.jobs == 0 ? "auto" : "fixed"},
                          {"final", r.jobs_final},
                          {"max", r.jobs_max}}}});
   } else {
+    if (!r.ledger_warning.empty()) fmt::print(stderr, "cairn: ledger: {}\n", r.ledger_warning);
     for (const auto& p : r.problems) {
       fmt::print("BAD {}: {}\n", p.what, p.error);
-      for (const auto& a : p.affected) fmt::print("    needed by {}\n", a);
+      for (size_t i = 0; i < p.affected.size(); ++i) {
+        std::string where;
+        if (i < p.ranges.size()) {
+          size_t shown = 0;
+          for (const auto& [off, len] : p.ranges[i]) {
+            if (++shown > 4) {
+              where += fmt::format(", and {} more", p.ranges[i].size() - 4);
+              break;
+            }
+            where += fmt::format("{}{}..{}", where.empty() ? " bytes " : ", ", off, off + len);
+          }
+        }
+        fmt::print("    needed by {}{}\n", p.affected[i], where);
+      }
     }
-    fmt::print("verified {} snapshots, {} unique chunks, {} in {:.2f} s ({}): {}\n",
-               r.snapshots.size(), r.unique_chunks, HumanBytes(r.raw_bytes), r.seconds,
-               HumanRate(r.raw_bytes, r.seconds),
-               r.ok() ? "all ok" : fmt::format("{} problems, {} snapshots FAILED",
-                                               r.problems.size(), failed));
+    if (r.resumed_from > 0) {
+      fmt::print("resumed the run started {}: {} chunks ({}) already done\n",
+                 datastore::FormatRfc3339(r.resumed_from), r.resumed_chunks,
+                 HumanBytes(r.resumed_bytes));
+    }
+    if (r.fresh_chunks > 0) {
+      fmt::print("skipped {} chunks ({}) found ok within {} days (ledger)\n", r.fresh_chunks,
+                 HumanBytes(r.fresh_bytes), args.outdated_after_days);
+    }
+    if (r.left_chunks > 0) {
+      fmt::print("left {} chunks ({}) for the next run (stalest first); the rest takes about {} "
+                 "at this speed; {} snapshots not judged yet\n",
+                 r.left_chunks, HumanBytes(r.left_bytes),
+                 eta < 0 ? std::string("?") : fmt::format("{:.0f} s", eta), incomplete);
+    }
+    fmt::print("{} snapshots: {}\n", r.snapshots.size(),
+               r.ok() ? (incomplete ? "no damage found so far" : "all ok")
+                      : fmt::format("{} snapshots FAILED", failed));
+    fmt::print("verified {:.2f}/{:.2f} MiB in {:.2f} s, speed {:.2f}/{:.2f} MiB/s ({} errors)\n",
+               r.stored_bytes / mib, r.raw_bytes / mib, r.seconds,
+               r.seconds > 0 ? r.stored_bytes / mib / r.seconds : 0,
+               r.seconds > 0 ? r.raw_bytes / mib / r.seconds : 0, r.problems.size());
   }
   if (!r.ok()) ctx.exit_code = kExitCorruption;
 }
@@ -113,6 +186,20 @@ void RegisterVerify(CLI::App& app, Context& ctx) {
   cmd->add_option("SNAPSHOT_OR_GROUP", args->what,
                   "vm/100/2026-11-30T05:00:00Z, vm/100/latest or vm/100 (default: everything)");
   cmd->add_option("--jobs", args->jobs, "reads in flight: auto (self-tuning, default) or N");
+  cmd->add_option("--outdated-after", args->outdated_after_days,
+                  "skip chunks found ok within this many days (the ledger remembers)")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("DAYS");
+  cmd->add_option("--max-duration", args->max_duration,
+                  "verify a slice: start no chunk after this long (like 1h, 30m), stalest first; "
+                  "the next run continues")
+      ->type_name("DURATION");
+  cmd->add_option("--budget", args->budget_percent,
+                  "verify a slice: at most this percent of the selected bytes, stalest first")
+      ->check(CLI::Range(0.0, 100.0))
+      ->type_name("PERCENT");
+  cmd->add_flag("--no-ledger", args->no_ledger, "neither read nor record the verify ledger")
+      ->group("");
   AddBenchOptions(cmd, &args->bench);
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }

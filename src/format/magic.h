@@ -17,6 +17,14 @@ inline constexpr uint16_t kBlobVersion = 1;
 inline constexpr Magic kFixedIndexMagic = {'C', 'A', 'I', 'R', 'N', 'F', 'I', 'X'};
 inline constexpr uint16_t kFixedIndexVersion = 1;
 
+// Verify ledger (DATASTORE/.ledger/): the compacted `ledger` file, and each
+// batch appended to `journal` (its own magic, so a reader can find the next
+// batch after a damaged one).
+inline constexpr Magic kLedgerMagic = {'C', 'A', 'I', 'R', 'N', 'L', 'D', 'G'};
+inline constexpr uint16_t kLedgerVersion = 1;
+inline constexpr Magic kLedgerBatchMagic = {'C', 'A', 'I', 'R', 'N', 'J', 'N', 'L'};
+inline constexpr uint16_t kLedgerBatchVersion = 1;
+
 // Datastore marker file (.cairn-datastore): JSON, this format version.
 inline constexpr int kDatastoreVersion = 1;
 // Manifest JSON schema version (inside index.json.blob).

@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
 #include "blob/blob.h"
 #include "pipeline/fetch_pipeline.h"
+#include "verify/ledger.h"
 
 namespace cairn::verify {
 namespace {
@@ -17,6 +21,7 @@ struct ChunkUse {
   crypto::Digest id;
   uint32_t length;
   uint32_t archive;  // index into Collected::archives
+  uint64_t offset;   // where the archive holds it
 };
 
 struct Collected {
@@ -28,7 +33,7 @@ struct Collected {
 void AddProblem(VerifyReport* report, std::string what, const Status& s,
                 std::vector<std::string> affected) {
   report->problems.push_back(Problem{std::move(what), std::string(s.message()),
-                                     s.code() == StatusCode::kNotFound, std::move(affected)});
+                                     s.code() == StatusCode::kNotFound, std::move(affected), {}});
 }
 
 // Reads the manifest and every index of one snapshot, adding its chunk uses.
@@ -37,6 +42,11 @@ void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx, VerifyR
   SnapshotResult& result = report->snapshots[snap_idx];
   const datastore::SnapshotRef& snap = result.snapshot;
   auto manifest = store.ReadManifest(snap);
+  if (!manifest.ok() && manifest.status().code() == StatusCode::kNotFound &&
+      store.env().Stat(store.SnapshotDir(snap)).status().code() == StatusCode::kNotFound) {
+    result.vanished = true;  // removed (pruned) since the listing: not our business
+    return;
+  }
   if (!manifest.ok()) {
     result.ok = false;
     ++result.errors;
@@ -65,7 +75,7 @@ void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx, VerifyR
     c->archives.push_back(label);
     c->archive_snapshot.push_back(snap_idx);
     for (size_t i = 0; i < idx->chunk_count(); ++i) {
-      c->uses.push_back(ChunkUse{idx->digest(i), idx->ChunkLength(i), archive});
+      c->uses.push_back(ChunkUse{idx->digest(i), idx->ChunkLength(i), archive, idx->ChunkOffset(i)});
     }
     result.chunks += idx->chunk_count();
   }
@@ -82,11 +92,64 @@ Status CheckStored(const Bytes& stored, const ChunkUse& use, uint64_t* raw_bytes
   return Status::Ok();
 }
 
-// Reads and checks every distinct chunk once on the fetch pipeline. Damage
-// does not stop the run: each item's outcome lands in `results`.
-Status CheckChunks(store::ChunkSource& source, const std::vector<ChunkUse>& unique,
-                   const VerifyOptions& options, std::vector<Status>* results,
-                   VerifyReport* report) {
+// Results of this run on their way to the ledger, appended in batches.
+class LedgerWriter {
+ public:
+  LedgerWriter(Ledger* ledger, Logger& logger) : ledger_(ledger), logger_(logger) {}
+  ~LedgerWriter() { Flush(); }
+
+  void Add(const crypto::Digest& id, int64_t time, const Status& s) {
+    if (ledger_ == nullptr) return;
+    ChunkVerdict verdict = s.ok()                                  ? ChunkVerdict::kOk
+                           : s.code() == StatusCode::kDataLoss     ? ChunkVerdict::kCorrupt
+                           : s.code() == StatusCode::kNotFound     ? ChunkVerdict::kMissing
+                                                                   : ChunkVerdict::kError;
+    std::vector<LedgerEntry> full;
+    {
+      std::lock_guard lock(mu_);
+      pending_.push_back(LedgerEntry{id, time, verdict});
+      if (pending_.size() < kBatch) return;
+      full.swap(pending_);
+    }
+    Write(full);
+  }
+
+  void Flush() {
+    std::vector<LedgerEntry> rest;
+    {
+      std::lock_guard lock(mu_);
+      rest.swap(pending_);
+    }
+    if (!rest.empty()) Write(rest);
+  }
+
+ private:
+  // ~1 s of checking at 4 MiB chunks: a kill loses at most that much work.
+  static constexpr size_t kBatch = 256;
+
+  void Write(const std::vector<LedgerEntry>& batch) {
+    Status s = ledger_->Append(batch);
+    if (!s.ok() && !warned_.exchange(true)) {
+      logger_.Warn("could not record verify results in the ledger (the next run redoes them): {}",
+                   s.ToString());
+    }
+  }
+
+  Ledger* ledger_;
+  Logger& logger_;
+  std::mutex mu_;
+  std::vector<LedgerEntry> pending_;  // GUARDED_BY(mu_)
+  std::atomic<bool> warned_{false};
+};
+
+// Reads and checks the chunks `todo` (indexes into `unique`) on the fetch
+// pipeline. Damage does not stop the run: each outcome lands in `results`.
+// Past `deadline_ns` (monotonic; 0 = none) no new chunk starts: the ones not
+// reached keep `not_reached` in `results`.
+Status CheckChunks(Env& env, store::ChunkSource& source, const std::vector<ChunkUse>& unique,
+                   const std::vector<size_t>& todo, const VerifyOptions& options,
+                   int64_t deadline_ns, const Status& not_reached, LedgerWriter& ledger,
+                   std::vector<Status>* results, VerifyReport* report) {
   auto copts = pipeline::ConcurrencyController::Options::ForJobs(
       options.jobs, source.Traits().initial_reads_in_flight);
   pipeline::ConcurrencyController controller(copts);
@@ -97,51 +160,104 @@ Status CheckChunks(store::ChunkSource& source, const std::vector<ChunkUse>& uniq
   popts.progress = options.progress;
   if (options.progress != nullptr) {
     uint64_t total = 0;
-    for (const ChunkUse& use : unique) total += use.length;
+    for (size_t u : todo) total += unique[u].length;
     options.progress->StartPhase("verify", total);
   }
-  std::atomic<uint64_t> stored_bytes{0}, raw_bytes{0};
-  results->assign(unique.size(), Status::Ok());
+  std::atomic<uint64_t> stored_bytes{0}, raw_bytes{0}, checked{0};
+  for (size_t u : todo) (*results)[u] = not_reached;
+  const int64_t now_unix = env.NowUnixSeconds();
   Status s = pipeline::RunFetchPipeline(
-      unique.size(),
+      todo.size(),
       [&](size_t k, Bytes* out) -> Status {
-        Status read = source.ReadInto(unique[k].id, out);
+        if (deadline_ns > 0 && env.NowMonotonicNanos() >= deadline_ns) {
+          return CancelledError("verify slice: time is up");
+        }
+        const size_t u = todo[k];
+        Status read = source.ReadInto(unique[u].id, out);
         if (!read.ok()) {
-          (*results)[k] = read;  // recorded, not fatal: the run goes on
+          (*results)[u] = read;  // recorded, not fatal: the run goes on
+          ledger.Add(unique[u].id, now_unix, read);
+          checked.fetch_add(1, std::memory_order_relaxed);
           out->clear();
         }
         return Status::Ok();
       },
       [&](size_t k, Bytes& stored) -> Status {
-        if (!(*results)[k].ok()) return Status::Ok();
+        const size_t u = todo[k];
+        if (!(*results)[u].ok() && (*results)[u].code() != not_reached.code()) return Status::Ok();
         stored_bytes.fetch_add(stored.size(), std::memory_order_relaxed);
         uint64_t raw = 0;
-        (*results)[k] = CheckStored(stored, unique[k], &raw);
+        (*results)[u] = CheckStored(stored, unique[u], &raw);
         raw_bytes.fetch_add(raw, std::memory_order_relaxed);
-        if (options.progress != nullptr) options.progress->Add(unique[k].length);
+        checked.fetch_add(1, std::memory_order_relaxed);
+        ledger.Add(unique[u].id, now_unix, (*results)[u]);
+        if (options.progress != nullptr) options.progress->Add(unique[u].length);
         return Status::Ok();
       },
-      [&](size_t k) { return uint64_t{unique[k].length} * 2; }, popts, nullptr);
+      [&](size_t k) { return uint64_t{unique[todo[k]].length} * 2; }, popts, nullptr);
+  ledger.Flush();
   report->stored_bytes = stored_bytes;
   report->raw_bytes = raw_bytes;
+  report->checked_chunks = checked;
   auto summary = controller.summary();
   report->jobs_final = summary.final_limit;
   report->jobs_max = summary.max_limit;
+  if (s.code() == StatusCode::kCancelled) return Status::Ok();  // the slice's end
   return s;
+}
+
+// The interrupted run of the same scope this one continues, if any:
+// DATASTORE/.ledger/job.json names the scope and when that run started.
+struct Job {
+  std::string path;
+  int64_t resumed_from = 0;  // unix start of the run being resumed; 0: a fresh run
+};
+
+Job StartJob(Env& env, const std::string& ledger_dir, const std::string& scope, int64_t now,
+             Logger& logger) {
+  Job job{JoinPath(ledger_dir, "job.json"), 0};
+  auto data = ReadWholeFile(env, job.path, 1 << 20);
+  if (data.ok()) {
+    auto j = nlohmann::json::parse(AsStringView(*data), nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("scope", std::string("\x01")) == scope &&
+        j.value("started", int64_t{0}) > 0) {
+      job.resumed_from = j.value("started", int64_t{0});
+      return job;
+    }
+  }
+  nlohmann::json j = {{"scope", scope}, {"started", now}};
+  Status s = WriteFileAtomic(env, job.path, AsBytes(j.dump()));
+  if (!s.ok()) logger.Warn("could not record the verify job (an interrupted run restarts): {}", s.ToString());
+  return job;
+}
+
+// Merges one archive's sorted offsets into (offset, length) ranges.
+std::vector<std::pair<uint64_t, uint32_t>> Ranges(std::vector<uint64_t> offsets, uint32_t length) {
+  std::sort(offsets.begin(), offsets.end());
+  std::vector<std::pair<uint64_t, uint32_t>> out;
+  for (uint64_t off : offsets) {
+    if (!out.empty() && out.back().first + out.back().second == off &&
+        out.back().second <= UINT32_MAX - length) {
+      out.back().second += length;
+    } else {
+      out.emplace_back(off, length);
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
 Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOptions& options) {
   Env& env = store.env();
-  int64_t start_ns = env.NowMonotonicNanos();
-  int64_t start_unix = env.NowUnixSeconds();
+  const int64_t start_ns = env.NowMonotonicNanos();
+  const int64_t start_unix = env.NowUnixSeconds();
   VerifyReport report;
   std::vector<datastore::SnapshotRef> snaps = options.snapshots;
   if (snaps.empty()) {
     CAIRN_ASSIGN_OR_RETURN(snaps, store.ListAllSnapshots());
   }
-  for (const auto& s : snaps) report.snapshots.push_back(SnapshotResult{s, true, 0});
+  for (const auto& s : snaps) report.snapshots.push_back(SnapshotResult{s});
 
   Collected c;
   for (size_t i = 0; i < report.snapshots.size(); ++i) CollectSnapshot(store, i, &report, &c);
@@ -160,23 +276,112 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
     if (i == 0 || !same(c.uses[i], c.uses[i - 1])) unique.push_back(c.uses[i]);
   }
   report.unique_chunks = unique.size();
-  std::vector<Status> results;
+  for (const ChunkUse& u : unique) report.selected_bytes += u.length;
+
+  // What the ledger already knows.
+  std::unique_ptr<Ledger> ledger;
+  Job job;
+  if (options.use_ledger) {
+    const std::string dir = JoinPath(store.path(), ".ledger");
+    auto opened = Ledger::Open(env, store.path(), &report.ledger_warning);
+    if (opened.ok()) {
+      ledger = std::move(*opened);
+      job = StartJob(env, dir, options.scope, start_unix, *options.logger);
+      report.resumed_from = job.resumed_from;
+    } else {
+      options.logger->Warn("verify ledger unavailable, checking everything: {}",
+                           opened.status().ToString());
+    }
+  }
+  const Status ok_before = Status::Ok();
+  std::vector<Status> results(unique.size(), ok_before);
+  std::vector<size_t> todo;
+  std::vector<int64_t> last_ok(unique.size(), 0);  // unix time of the last ok check; 0: none
+  std::vector<uint8_t> skipped(unique.size(), 0);  // ok in the ledger: not checked again
+  const int64_t fresh_since =
+      options.outdated_after_s > 0 ? start_unix - options.outdated_after_s : INT64_MAX;
+  for (size_t u = 0; u < unique.size(); ++u) {
+    const LedgerEntry* e = ledger ? ledger->Find(unique[u].id) : nullptr;
+    if (e != nullptr && e->verdict == ChunkVerdict::kOk) {
+      last_ok[u] = e->time;
+      if (job.resumed_from > 0 && e->time >= job.resumed_from) {
+        ++report.resumed_chunks;
+        report.resumed_bytes += unique[u].length;
+        skipped[u] = 1;
+        continue;
+      }
+      if (e->time >= fresh_since) {
+        ++report.fresh_chunks;
+        report.fresh_bytes += unique[u].length;
+        skipped[u] = 1;
+        continue;
+      }
+    }
+    todo.push_back(u);
+  }
+  // A slice takes the stalest first (never checked, then oldest check).
+  const bool slice = options.max_duration_ns > 0 || (options.budget > 0 && options.budget < 1);
+  if (slice) {
+    std::stable_sort(todo.begin(), todo.end(),
+                     [&](size_t a, size_t b) { return last_ok[a] < last_ok[b]; });
+  }
+  if (options.budget > 0 && options.budget < 1) {
+    const auto allowed = static_cast<uint64_t>(options.budget * static_cast<double>(report.selected_bytes));
+    uint64_t taken = 0;
+    size_t keep = 0;
+    while (keep < todo.size() && (keep == 0 || taken + unique[todo[keep]].length <= allowed)) {
+      taken += unique[todo[keep]].length;
+      ++keep;
+    }
+    todo.resize(keep);
+  }
+
+  const Status not_reached = CancelledError("not reached by this slice");
+  // Chunks cut by the budget count as not reached too.
+  std::vector<uint8_t> in_todo(unique.size(), 0);
+  for (size_t u : todo) in_todo[u] = 1;
+  LedgerWriter ledger_writer(ledger.get(), *options.logger);
   store::ChunkSource& source = options.source ? *options.source : store.chunks();
-  CAIRN_RETURN_IF_ERROR(CheckChunks(source, unique, options, &results, &report));
+  const int64_t deadline = options.max_duration_ns > 0 ? start_ns + options.max_duration_ns : 0;
+  CAIRN_RETURN_IF_ERROR(CheckChunks(env, source, unique, todo, options, deadline, not_reached,
+                                    ledger_writer, &results, &report));
+  const int64_t checked_at = start_unix;
+  for (size_t u = 0; u < unique.size(); ++u) {
+    bool left = (!in_todo[u] && !skipped[u]) ||
+                (in_todo[u] && results[u].code() == StatusCode::kCancelled);
+    if (left) {
+      results[u] = not_reached;
+      ++report.left_chunks;
+      report.left_bytes += unique[u].length;
+    } else if (in_todo[u] && results[u].ok()) {
+      last_ok[u] = checked_at;
+    }
+  }
+  for (size_t u = 0; u < unique.size(); ++u) {
+    if (last_ok[u] > 0 && (report.oldest_check == 0 || last_ok[u] < report.oldest_check)) {
+      report.oldest_check = last_ok[u];
+    }
+  }
 
   for (size_t i = 0, u = 0; i < c.uses.size(); ++u) {
     size_t j = i;
     while (j < c.uses.size() && same(c.uses[j], c.uses[i])) ++j;
     Status s = results[u];
-    if (!s.ok()) {
-      std::vector<std::string> affected;
-      std::vector<size_t> snaps;
+    if (s.code() == StatusCode::kCancelled) {  // not reached: its snapshots stay unjudged
       for (size_t k = i; k < j; ++k) {
-        affected.push_back(c.archives[c.uses[k].archive]);
-        snaps.push_back(c.archive_snapshot[c.uses[k].archive]);
+        report.snapshots[c.archive_snapshot[c.uses[k].archive]].complete = false;
       }
-      std::sort(affected.begin(), affected.end());
-      affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+    } else if (!s.ok()) {
+      std::map<uint32_t, std::vector<uint64_t>> by_archive;  // archive → offsets
+      for (size_t k = i; k < j; ++k) by_archive[c.uses[k].archive].push_back(c.uses[k].offset);
+      std::map<std::string, std::vector<std::pair<uint64_t, uint32_t>>> ranges;
+      std::vector<size_t> snaps;
+      for (auto& [archive, offsets] : by_archive) {
+        auto& r = ranges[c.archives[archive]];
+        auto merged = Ranges(std::move(offsets), c.uses[i].length);
+        r.insert(r.end(), merged.begin(), merged.end());
+        snaps.push_back(c.archive_snapshot[archive]);
+      }
       std::sort(snaps.begin(), snaps.end());
       snaps.erase(std::unique(snaps.begin(), snaps.end()), snaps.end());
       for (size_t snap : snaps) {
@@ -192,13 +397,22 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
                                crypto::DigestHex(c.uses[i].id), moved.status().ToString());
         }
       }
+      std::vector<std::string> affected;
+      std::vector<std::vector<std::pair<uint64_t, uint32_t>>> where;
+      for (auto& [label, r] : ranges) {
+        affected.push_back(label);
+        where.push_back(std::move(r));
+      }
       AddProblem(&report, "chunk " + crypto::DigestHex(c.uses[i].id), s, std::move(affected));
+      report.problems.back().ranges = std::move(where);
     }
     i = j;
   }
 
+  std::erase_if(report.snapshots, [](const SnapshotResult& r) { return r.vanished; });
   if (options.record_state) {
     for (const auto& r : report.snapshots) {
+      if (r.ok && !r.complete) continue;  // not judged yet: keep its last state
       datastore::VerifyState state{
           r.ok ? datastore::VerifyOutcome::kOk : datastore::VerifyOutcome::kFailed, start_unix,
           r.errors};
@@ -207,6 +421,16 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
         options.logger->Warn("could not record verify state of {}: {}", r.snapshot.ToString(),
                              s.ToString());
       }
+    }
+  }
+  if (ledger) {
+    // Done with this scope: the next run starts afresh. Otherwise the job
+    // stays, and the next run of the scope resumes it.
+    if (report.left_chunks == 0) env.RemoveFile(job.path).IgnoreError();
+    auto journal = ledger->JournalBytes();
+    if (report.left_chunks == 0 || (journal.ok() && *journal > (uint64_t{64} << 20))) {
+      Status s = ledger->Compact();
+      if (!s.ok()) options.logger->Warn("could not compact the verify ledger: {}", s.ToString());
     }
   }
   report.seconds = static_cast<double>(env.NowMonotonicNanos() - start_ns) / 1e9;

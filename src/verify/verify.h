@@ -13,7 +13,15 @@
 // heals the store instead of reusing the damaged copy.
 //
 // Verify takes no lock: it only reads, and a chunk or snapshot added while
-// it runs is simply not part of this run.
+// it runs is simply not part of this run; a snapshot removed while it runs
+// is dropped from the report quietly.
+//
+// The ledger (verify/ledger.h) remembers every chunk's last check: a run
+// with outdated_after skips chunks found ok more recently; a run that was
+// interrupted (killed, or cut short by max_duration or budget) is resumed
+// by the next run of the same scope, which skips what it already did; and
+// a slice (max_duration, budget) takes the stalest chunks first, so
+// repeated slices cover the whole store (rolling verify).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +49,18 @@ struct VerifyOptions {
   store::ChunkSource* source = nullptr;
   Logger* logger = nullptr;  // REQUIRED
   pipeline::Progress* progress = nullptr;  // optional
+  // Record results in, and read them from, DATASTORE/.ledger.
+  bool use_ledger = true;
+  // Skip chunks whose last check, at most this many seconds ago, was ok.
+  // 0: check everything (the ledger still records).
+  int64_t outdated_after_s = 0;
+  // A slice: start no chunk after this long (0: no limit), or beyond this
+  // share of the selected bytes (0: all). Stalest chunks first.
+  int64_t max_duration_ns = 0;
+  double budget = 0;
+  // Names the selection, so that an interrupted run is resumed only by a
+  // run over the same snapshots ("" = the whole datastore).
+  std::string scope;
 };
 
 // One damaged thing (a chunk, an index, a manifest, a blob), with every
@@ -50,13 +70,18 @@ struct Problem {
   std::string error;  // the Status message
   bool missing = false;
   std::vector<std::string> affected;  // "vm/100/2026-…Z disk0.img"
+  // For a chunk: where each affected archive holds it, as (offset, length)
+  // image byte ranges, in the order of `affected`.
+  std::vector<std::vector<std::pair<uint64_t, uint32_t>>> ranges;
 };
 
 struct SnapshotResult {
   datastore::SnapshotRef snapshot;
   bool ok = true;
-  uint64_t chunks = 0;  // chunk references checked
-  uint64_t errors = 0;  // problems that touch this snapshot
+  bool complete = true;  // false: a slice left some of its chunks for later
+  bool vanished = false;  // removed while verify ran (internal: never in a report)
+  uint64_t chunks = 0;   // chunk references checked
+  uint64_t errors = 0;   // problems that touch this snapshot
 };
 
 struct VerifyReport {
@@ -68,6 +93,17 @@ struct VerifyReport {
   double seconds = 0;
   int jobs_final = 0;  // reads in flight at the end
   int jobs_max = 0;
+  uint64_t selected_bytes = 0;  // plaintext bytes of the distinct chunks selected
+  uint64_t checked_chunks = 0;  // read and checked by this run
+  uint64_t fresh_chunks = 0;    // skipped: ok in the ledger within outdated_after
+  uint64_t fresh_bytes = 0;
+  uint64_t resumed_chunks = 0;  // skipped: done by the interrupted run this one resumed
+  uint64_t resumed_bytes = 0;
+  uint64_t left_chunks = 0;     // not reached: left by max_duration or budget
+  uint64_t left_bytes = 0;
+  int64_t resumed_from = 0;     // unix start of the run resumed; 0: none
+  int64_t oldest_check = 0;     // unix time of the stalest ok chunk after this run; 0: none
+  std::string ledger_warning;
   bool ok() const { return problems.empty(); }
 };
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "blob/blob.h"
@@ -57,7 +59,10 @@ class VerifyTest : public ::testing::Test {
   }
 
   Result<VerifyReport> Run(std::vector<SnapshotRef> snaps = {}, bool record = true) {
-    VerifyOptions options;
+    return RunWith(VerifyOptions{}, std::move(snaps), record);
+  }
+  Result<VerifyReport> RunWith(VerifyOptions options, std::vector<SnapshotRef> snaps = {},
+                               bool record = true) {
     options.snapshots = std::move(snaps);
     options.record_state = record;
     options.logger = logger_.get();
@@ -121,6 +126,8 @@ TEST_F(VerifyTest, BitFlippedChunkNamesChunkAndEveryAffectedArchive) {
   EXPECT_FALSE(p.missing);
   EXPECT_NE(p.error.find("CRC"), std::string::npos) << p.error;
   EXPECT_EQ(p.affected, (std::vector<std::string>{Label(t0_), Label(t1_)}));
+  using Ranges = std::vector<std::pair<uint64_t, uint32_t>>;
+  EXPECT_EQ(p.ranges, (std::vector<Ranges>{{{0, kChunk}}, {{0, kChunk}}}));  // A at 0 in both
   EXPECT_FALSE(ResultOf(*report, t0_)->ok);
   EXPECT_FALSE(ResultOf(*report, t1_)->ok);
   EXPECT_TRUE(ResultOf(*report, ct_)->ok);
@@ -252,6 +259,114 @@ TEST_F(VerifyTest, LaterCleanRunRecordsOkAgain) {
   CAIRN_ASSERT_OK(report);
   EXPECT_TRUE(report->ok());
   EXPECT_EQ(store_->ReadVerifyState(ct_)->outcome, datastore::VerifyOutcome::kOk);
+}
+
+TEST_F(VerifyTest, LedgerSkipsChunksFoundOkRecently) {
+  CAIRN_ASSERT_OK(Run());
+  VerifyOptions options;
+  options.outdated_after_s = 3600;
+  auto report = RunWith(options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_TRUE(report->ok());
+  EXPECT_EQ(report->checked_chunks, 0u);
+  EXPECT_EQ(report->fresh_chunks, 6u);
+  EXPECT_EQ(report->fresh_bytes, report->selected_bytes);
+  EXPECT_EQ(report->left_chunks, 0u);
+  for (const auto& s : report->snapshots) EXPECT_TRUE(s.ok && s.complete);
+}
+
+TEST_F(VerifyTest, ABadChunkIsCheckedAgainDespiteTheLedger) {
+  std::string path = store_->chunks().ChunkPath(b_);
+  Bytes stored = test_util::ReadFileOrFail(path);
+  stored[70] ^= 1;
+  test_util::WriteFileOrFail(path, stored);
+  VerifyOptions options;
+  options.quarantine = false;
+  auto first = RunWith(options);
+  CAIRN_ASSERT_OK(first);
+  EXPECT_EQ(first->problems.size(), 1u);
+  options.outdated_after_s = 3600;
+  auto second = RunWith(options);
+  CAIRN_ASSERT_OK(second);
+  EXPECT_EQ(second->checked_chunks, 1u);  // only B: the others were ok
+  EXPECT_EQ(second->problems.size(), 1u);
+}
+
+TEST_F(VerifyTest, ASliceLeavesTheRestAndTheNextRunResumes) {
+  VerifyOptions options;
+  options.budget = 0.3;
+  options.scope = "everything";
+  auto slice = RunWith(options);
+  CAIRN_ASSERT_OK(slice);
+  EXPECT_TRUE(slice->ok());
+  EXPECT_GT(slice->checked_chunks, 0u);
+  EXPECT_GT(slice->left_chunks, 0u);
+  EXPECT_EQ(slice->checked_chunks + slice->left_chunks, 6u);
+  size_t incomplete = 0;
+  for (const auto& s : slice->snapshots) incomplete += !s.complete;
+  EXPECT_GT(incomplete, 0u);
+  for (const auto& s : slice->snapshots) {
+    if (!s.complete) {
+      EXPECT_FALSE(store_->ReadVerifyState(s.snapshot).has_value());  // not judged yet
+    }
+  }
+
+  VerifyOptions rest;
+  rest.scope = "everything";
+  auto resumed = RunWith(rest);
+  CAIRN_ASSERT_OK(resumed);
+  EXPECT_GT(resumed->resumed_from, 0);
+  EXPECT_EQ(resumed->resumed_chunks, slice->checked_chunks);
+  EXPECT_EQ(resumed->checked_chunks, slice->left_chunks);
+  EXPECT_EQ(resumed->left_chunks, 0u);
+  for (const auto& s : resumed->snapshots) {
+    EXPECT_TRUE(s.ok && s.complete);
+    ASSERT_TRUE(store_->ReadVerifyState(s.snapshot).has_value());
+  }
+  // Finished: the run after that starts afresh.
+  auto fresh = RunWith(rest);
+  CAIRN_ASSERT_OK(fresh);
+  EXPECT_EQ(fresh->resumed_from, 0);
+  EXPECT_EQ(fresh->checked_chunks, 6u);
+}
+
+TEST_F(VerifyTest, AnotherScopeDoesNotResume) {
+  VerifyOptions options;
+  options.budget = 0.3;
+  options.scope = "vm/100";
+  CAIRN_ASSERT_OK(RunWith(options));
+  VerifyOptions other;
+  other.scope = "ct/7";
+  auto report = RunWith(other);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_EQ(report->resumed_from, 0);
+  EXPECT_EQ(report->checked_chunks, 6u);
+}
+
+TEST_F(VerifyTest, ATimeSliceStopsStartingChunks) {
+  VerifyOptions options;
+  options.max_duration_ns = 1;  // over before the first chunk
+  auto report = RunWith(options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_TRUE(report->ok());
+  EXPECT_EQ(report->checked_chunks, 0u);
+  EXPECT_EQ(report->left_chunks, 6u);
+}
+
+TEST_F(VerifyTest, ASnapshotRemovedDuringTheRunIsDroppedQuietly) {
+  std::filesystem::remove_all(store_->SnapshotDir(t1_));
+  auto report = Run({t0_, t1_});
+  CAIRN_ASSERT_OK(report);
+  EXPECT_TRUE(report->ok());
+  ASSERT_EQ(report->snapshots.size(), 1u);
+  EXPECT_EQ(report->snapshots[0].snapshot, t0_);
+}
+
+TEST_F(VerifyTest, WithoutTheLedgerNothingIsRecorded) {
+  VerifyOptions options;
+  options.use_ledger = false;
+  CAIRN_ASSERT_OK(RunWith(options));
+  EXPECT_FALSE(std::filesystem::exists(JoinPath(store_->path(), ".ledger")));
 }
 
 }  // namespace

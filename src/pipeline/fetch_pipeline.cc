@@ -40,24 +40,24 @@ class Gate {
     std::unique_lock lock(mu_);
     while (true) {
       if (cancelled_ || next_ >= count_) return false;
-      uint64_t hint = size_hint_(next_);
-      bool fits = bytes_ == 0 || bytes_ + hint <= max_bytes_;
-      int limit = controller_.limit();
-      // Items admitted but not yet processed: the reads in flight plus a
-      // short queue for the CPU stage. When the CPU stage is the bottleneck
-      // this binds, not the read limit, and few buffers are in use.
-      if (reads_ < limit && outstanding_ < limit + slack_ && fits) {
+      if (CanAdmitLocked()) {
         *index = next_++;
-        *reserved = hint;
+        *reserved = size_hint_(*index);
         ++reads_;
         ++outstanding_;
-        bytes_ += hint;
+        bytes_ += *reserved;
         peak_reads_ = std::max(peak_reads_, reads_);
         peak_bytes_ = std::max(peak_bytes_, bytes_);
+        if (next_ >= count_) {
+          cv_.notify_all();  // nothing left: every waiting thread may leave
+        } else if (CanAdmitLocked()) {
+          cv_.notify_one();  // room for one more (a release can free several slots)
+        }
         return true;
       }
-      // The limit can change without a release: re-check now and then.
-      cv_.wait_for(lock, std::chrono::milliseconds(10));
+      // Woken by a finished read or item (one thread per freed slot), by a
+      // higher limit (LimitRaised) or by the end.
+      cv_.wait(lock);
     }
   }
 
@@ -68,7 +68,7 @@ class Gate {
       std::lock_guard lock(mu_);
       before = reads_--;
     }
-    cv_.notify_all();
+    cv_.notify_one();
     return before;
   }
 
@@ -78,6 +78,12 @@ class Gate {
       bytes_ -= bytes;
       --outstanding_;
     }
+    cv_.notify_one();
+  }
+
+  // The controller allowed more reads: several threads may start now.
+  void LimitRaised() {
+    { std::lock_guard lock(mu_); }
     cv_.notify_all();
   }
 
@@ -87,6 +93,18 @@ class Gate {
       cancelled_ = true;
     }
     cv_.notify_all();
+  }
+
+  // True when the next item fits the read limit, the outstanding cap and
+  // the byte budget. REQUIRES: mu_ held, next_ < count_.
+  bool CanAdmitLocked() const {
+    const int limit = controller_.limit();
+    const uint64_t hint = size_hint_(next_);
+    const bool fits = bytes_ == 0 || bytes_ + hint <= max_bytes_;
+    // Items admitted but not yet processed: the reads in flight plus a
+    // short queue for the CPU stage. When the CPU stage is the bottleneck
+    // this binds, not the read limit, and few buffers are in use.
+    return reads_ < limit && outstanding_ < limit + slack_ && fits;
   }
 
   void FillStats(FetchPipelineStats* stats) {
@@ -123,8 +141,11 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
       options.cpu_workers > 0
           ? options.cpu_workers
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // No more I/O threads than reads may ever be in flight: a pinned limit
+  // needs exactly that many.
+  const int max_reads = controller.adaptive() ? options.max_io_threads : controller.limit();
   const int io_threads = static_cast<int>(
-      std::min<size_t>(count, static_cast<size_t>(std::max(1, options.max_io_threads))));
+      std::min<size_t>(count, static_cast<size_t>(std::max(1, max_reads))));
 
   Gate gate(count, options.max_bytes_in_flight, 2 * cpu_workers, controller, size_hint);
   // The byte budget bounds what the queue holds; its capacity only needs to
@@ -159,9 +180,12 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
         gate.Release(reserved);
         return s;
       }
+      const int limit_before = controller.limit();
       controller.OnComplete(data.size(), end - start, end, in_flight);
+      const int limit_after = controller.limit();
+      if (limit_after > limit_before) gate.LimitRaised();
       if (options.progress != nullptr) {
-        options.progress->reads_limit.store(controller.limit(), std::memory_order_relaxed);
+        options.progress->reads_limit.store(limit_after, std::memory_order_relaxed);
       }
       fetched_bytes.fetch_add(data.size(), std::memory_order_relaxed);
       if (!queue.Push(Fetched{index, reserved, std::move(data)})) return Status::Ok();

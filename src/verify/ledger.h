@@ -38,6 +38,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/bytes.h"
 #include "base/env.h"
 #include "crypto/sha256.h"
 
@@ -55,6 +56,51 @@ struct LedgerEntry {
   int64_t time = 0;  // unix seconds of the check
   ChunkVerdict verdict = ChunkVerdict::kOk;
 };
+
+// The codecs behind Ledger (docs/FORMAT.md, "Verify ledger"): no directory,
+// no lock, no Env, so tests and the fuzz target (fuzz/ledger_fuzz.cc) can
+// drive them on bytes in memory. Ledger uses exactly these.
+namespace ledger_codec {
+
+// Files are read in blocks of this many bytes (memory stays bounded however
+// large they grow). A smaller block gives the same result; tests and the
+// fuzz target use one to reach the block-boundary cases.
+inline constexpr size_t kReadBlock = size_t{1} << 20;
+
+// The `ledger` file holding `entries`. REQUIRES: sorted by id, unique, known
+// verdicts (what DecodeLedgerFile returns).
+Bytes EncodeLedgerFile(std::span<const LedgerEntry> entries);
+
+// Decodes a whole `ledger` file read through `file` into `out` (sorted by
+// id, unique). DataLoss, naming file.path() and the problem, when it is
+// damaged; other codes for I/O errors.
+Status DecodeLedgerFile(ReadableFile& file, std::vector<LedgerEntry>* out,
+                        size_t read_block = kReadBlock);
+
+// `entries` as journal batches of at most 65536 records each, concatenated
+// (what one Ledger::Append writes). Verdicts must be known.
+Bytes EncodeJournalBatches(std::span<const LedgerEntry> entries);
+
+struct JournalScan {
+  std::vector<LedgerEntry> records;  // of the valid batches, in file order
+  uint64_t size = 0;                 // bytes scanned (the file's length)
+  uint64_t ignored_bytes = 0;        // in torn or damaged regions
+  uint64_t damaged_regions = 0;
+  uint64_t first_damage = 0;  // offset of the first damaged region
+};
+
+// Reads every valid batch of a journal through `file`; a region that is not
+// a valid batch is skipped up to the next valid one and counted. Errors: I/O
+// only (damage is in `scan`).
+Status ScanJournal(ReadableFile& file, JournalScan* scan, size_t read_block = kReadBlock);
+
+// The state: `base` (sorted, unique: a decoded ledger file) and `journal`
+// (any order, ids may repeat) merged into one entry per id, sorted by id;
+// for each id the newest time wins, on equal times the larger verdict.
+std::vector<LedgerEntry> MergeState(std::vector<LedgerEntry> base,
+                                    std::vector<LedgerEntry> journal);
+
+}  // namespace ledger_codec
 
 class Ledger {
  public:
@@ -74,6 +120,8 @@ class Ledger {
   const std::vector<LedgerEntry>& entries() const { return entries_; }
   // The entry of `id`, or null.
   const LedgerEntry* Find(const crypto::Digest& id) const;
+  // Frees entries() (a verify that has merged them keeps only appending).
+  void ReleaseEntries() { std::vector<LedgerEntry>().swap(entries_); }
 
   // Appends one batch to the journal (one write(2); batches over 65536
   // entries go as several journal batches in that write) and fsyncs it

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -17,16 +19,20 @@ namespace cairn::verify {
 namespace {
 
 // One distinct chunk and the archives that use it.
+// One chunk reference: 44 bytes, the bulk of verify's memory (a datastore
+// of 100 M chunk references needs ~4.4 GB here, and nothing else per use).
 struct ChunkUse {
   crypto::Digest id;
   uint32_t length;
-  uint32_t archive;  // index into Collected::archives
-  uint64_t offset;   // where the archive holds it
+  uint32_t archive;   // index into Collected::archives
+  uint32_t position;  // chunk number in the archive
 };
+static_assert(sizeof(ChunkUse) == 44);
 
 struct Collected {
-  std::vector<std::string> archives;      // "vm/100/… disk0.img"
-  std::vector<size_t> archive_snapshot;   // archive → index into snapshots
+  std::vector<std::string> archives;        // "vm/100/… disk0.img"
+  std::vector<size_t> archive_snapshot;     // archive → index into snapshots
+  std::vector<uint32_t> archive_chunk_size;  // archive → its chunk size
   std::vector<ChunkUse> uses;
 };
 
@@ -36,24 +42,33 @@ void AddProblem(VerifyReport* report, std::string what, const Status& s,
                                      s.code() == StatusCode::kNotFound, std::move(affected), {}});
 }
 
-// Reads the manifest and every index of one snapshot, adding its chunk uses.
-void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx, VerifyReport* report,
-                     Collected* c) {
+// Reads the manifest of one snapshot; null when it is damaged (reported)
+// or the snapshot was removed since the listing (quietly).
+std::optional<index::Manifest> ReadManifestOf(const datastore::Datastore& store, size_t snap_idx,
+                                              VerifyReport* report) {
   SnapshotResult& result = report->snapshots[snap_idx];
   const datastore::SnapshotRef& snap = result.snapshot;
   auto manifest = store.ReadManifest(snap);
   if (!manifest.ok() && manifest.status().code() == StatusCode::kNotFound &&
       store.env().Stat(store.SnapshotDir(snap)).status().code() == StatusCode::kNotFound) {
     result.vanished = true;  // removed (pruned) since the listing: not our business
-    return;
+    return std::nullopt;
   }
   if (!manifest.ok()) {
     result.ok = false;
     ++result.errors;
     AddProblem(report, "manifest of " + snap.ToString(), manifest.status(), {snap.ToString()});
-    return;
+    return std::nullopt;
   }
-  for (const auto& entry : manifest->archives) {
+  return std::move(*manifest);
+}
+
+// Reads every index and blob of one snapshot, adding its chunk uses.
+void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx,
+                     const index::Manifest& manifest, VerifyReport* report, Collected* c) {
+  SnapshotResult& result = report->snapshots[snap_idx];
+  const datastore::SnapshotRef& snap = result.snapshot;
+  for (const auto& entry : manifest.archives) {
     std::string label = fmt::format("{} {}", snap.ToString(), entry.name);
     if (entry.kind == index::ArchiveKind::kBlob) {
       auto data = store.ReadBlobArchive(snap, entry);
@@ -74,8 +89,10 @@ void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx, VerifyR
     uint32_t archive = static_cast<uint32_t>(c->archives.size());
     c->archives.push_back(label);
     c->archive_snapshot.push_back(snap_idx);
+    c->archive_chunk_size.push_back(idx->chunk_size());
     for (size_t i = 0; i < idx->chunk_count(); ++i) {
-      c->uses.push_back(ChunkUse{idx->digest(i), idx->ChunkLength(i), archive, idx->ChunkOffset(i)});
+      c->uses.push_back(
+          ChunkUse{idx->digest(i), idx->ChunkLength(i), archive, static_cast<uint32_t>(i)});
     }
     result.chunks += idx->chunk_count();
   }
@@ -142,14 +159,40 @@ class LedgerWriter {
   std::atomic<bool> warned_{false};
 };
 
-// Reads and checks the chunks `todo` (indexes into `unique`) on the fetch
-// pipeline. Damage does not stop the run: each outcome lands in `results`.
-// Past `deadline_ns` (monotonic; 0 = none) no new chunk starts: the ones not
-// reached keep `not_reached` in `results`.
-Status CheckChunks(Env& env, store::ChunkSource& source, const std::vector<ChunkUse>& unique,
-                   const std::vector<size_t>& todo, const VerifyOptions& options,
-                   int64_t deadline_ns, const Status& not_reached, LedgerWriter& ledger,
-                   std::vector<Status>* results, VerifyReport* report) {
+// What became of each distinct chunk in this run: one byte each, and the
+// errors (rare) apart, so memory stays small per chunk.
+class Outcomes {
+ public:
+  enum : uint8_t { kOk = 0, kNotReached = 1, kFailed = 2 };
+  explicit Outcomes(size_t n) : state_(n, kOk) {}
+  uint8_t state(size_t u) const { return state_[u]; }
+  void SetNotReached(size_t u) { state_[u] = kNotReached; }
+  void SetOk(size_t u) { state_[u] = kOk; }
+  void SetError(size_t u, Status s) {
+    std::lock_guard lock(mu_);
+    state_[u] = kFailed;
+    errors_[u] = std::move(s);
+  }
+  Status error(size_t u) const {
+    std::lock_guard lock(mu_);
+    auto it = errors_.find(u);
+    return it == errors_.end() ? Status::Ok() : it->second;
+  }
+
+ private:
+  std::vector<uint8_t> state_;  // distinct elements per chunk: no lock needed
+  mutable std::mutex mu_;
+  std::unordered_map<size_t, Status> errors_;  // GUARDED_BY(mu_)
+};
+
+// Reads and checks the chunks `todo` (indexes into `unique`, which indexes
+// `uses`) on the fetch pipeline. Damage does not stop the run: each outcome
+// lands in `out`. Past `deadline_ns` (monotonic; 0 = none) no new chunk
+// starts: the ones not reached stay kNotReached.
+Status CheckChunks(Env& env, store::ChunkSource& source, const std::vector<ChunkUse>& uses,
+                   const std::vector<uint32_t>& unique, const std::vector<uint32_t>& todo,
+                   const VerifyOptions& options, int64_t deadline_ns, LedgerWriter& ledger,
+                   Outcomes* out, VerifyReport* report) {
   auto copts = pipeline::ConcurrencyController::Options::ForJobs(
       options.jobs, source.Traits().initial_reads_in_flight);
   pipeline::ConcurrencyController controller(copts);
@@ -158,43 +201,52 @@ Status CheckChunks(Env& env, store::ChunkSource& source, const std::vector<Chunk
   popts.max_io_threads = copts.max;
   popts.cpu_workers = options.cpu_workers;
   popts.progress = options.progress;
+  auto use_of = [&](size_t k) -> const ChunkUse& { return uses[unique[todo[k]]]; };
   if (options.progress != nullptr) {
     uint64_t total = 0;
-    for (size_t u : todo) total += unique[u].length;
+    for (size_t k = 0; k < todo.size(); ++k) total += use_of(k).length;
     options.progress->StartPhase("verify", total);
   }
   std::atomic<uint64_t> stored_bytes{0}, raw_bytes{0}, checked{0};
-  for (size_t u : todo) (*results)[u] = not_reached;
+  for (uint32_t u : todo) out->SetNotReached(u);
+  // Read errors, found on I/O threads, travel to the CPU stage with the item.
+  std::vector<uint8_t> read_failed(todo.size(), 0);
   const int64_t now_unix = env.NowUnixSeconds();
   Status s = pipeline::RunFetchPipeline(
       todo.size(),
-      [&](size_t k, Bytes* out) -> Status {
+      [&](size_t k, Bytes* data) -> Status {
         if (deadline_ns > 0 && env.NowMonotonicNanos() >= deadline_ns) {
           return CancelledError("verify slice: time is up");
         }
-        const size_t u = todo[k];
-        Status read = source.ReadInto(unique[u].id, out);
+        const ChunkUse& use = use_of(k);
+        Status read = source.ReadInto(use.id, data);
         if (!read.ok()) {
-          (*results)[u] = read;  // recorded, not fatal: the run goes on
-          ledger.Add(unique[u].id, now_unix, read);
+          read_failed[k] = 1;
+          out->SetError(todo[k], read);  // recorded, not fatal: the run goes on
+          ledger.Add(use.id, now_unix, read);
           checked.fetch_add(1, std::memory_order_relaxed);
-          out->clear();
+          data->clear();
         }
         return Status::Ok();
       },
       [&](size_t k, Bytes& stored) -> Status {
-        const size_t u = todo[k];
-        if (!(*results)[u].ok() && (*results)[u].code() != not_reached.code()) return Status::Ok();
+        if (read_failed[k]) return Status::Ok();
+        const ChunkUse& use = use_of(k);
         stored_bytes.fetch_add(stored.size(), std::memory_order_relaxed);
         uint64_t raw = 0;
-        (*results)[u] = CheckStored(stored, unique[u], &raw);
+        Status check = CheckStored(stored, use, &raw);
         raw_bytes.fetch_add(raw, std::memory_order_relaxed);
         checked.fetch_add(1, std::memory_order_relaxed);
-        ledger.Add(unique[u].id, now_unix, (*results)[u]);
-        if (options.progress != nullptr) options.progress->Add(unique[u].length);
+        ledger.Add(use.id, now_unix, check);
+        if (check.ok()) {
+          out->SetOk(todo[k]);
+        } else {
+          out->SetError(todo[k], std::move(check));
+        }
+        if (options.progress != nullptr) options.progress->Add(use.length);
         return Status::Ok();
       },
-      [&](size_t k) { return uint64_t{unique[todo[k]].length} * 2; }, popts, nullptr);
+      [&](size_t k) { return uint64_t{use_of(k).length} * 2; }, popts, nullptr);
   ledger.Flush();
   report->stored_bytes = stored_bytes;
   report->raw_bytes = raw_bytes;
@@ -259,8 +311,32 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
   }
   for (const auto& s : snaps) report.snapshots.push_back(SnapshotResult{s});
 
+  // Manifests first, to size the list of chunk references exactly once.
   Collected c;
-  for (size_t i = 0; i < report.snapshots.size(); ++i) CollectSnapshot(store, i, &report, &c);
+  std::vector<std::optional<index::Manifest>> manifests;
+  uint64_t expected = 0;
+  for (size_t i = 0; i < report.snapshots.size(); ++i) {
+    manifests.push_back(ReadManifestOf(store, i, &report));
+    if (!manifests.back()) continue;
+    for (const auto& e : manifests.back()->archives) {
+      if (e.kind == index::ArchiveKind::kImage && e.chunk_size > 0) {
+        expected += index::FixedIndex::ChunkCount(e.size, e.chunk_size);
+      }
+    }
+  }
+  if (expected >= UINT32_MAX) {
+    return ResourceExhaustedError(fmt::format(
+        "{} chunk references are more than one verify run handles; verify groups one by one",
+        expected));
+  }
+  c.uses.reserve(expected);
+  for (size_t i = 0; i < report.snapshots.size(); ++i) {
+    if (manifests[i]) CollectSnapshot(store, i, *manifests[i], &report, &c);
+    manifests[i].reset();
+  }
+  if (c.uses.size() >= UINT32_MAX) {
+    return ResourceExhaustedError("too many chunk references for one verify run");
+  }
 
   // Sorted by id: each distinct chunk once, and a local store's files are
   // visited in directory order. Keyed by (id, length): an index that uses one
@@ -271,12 +347,13 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
   std::sort(c.uses.begin(), c.uses.end(), [](const ChunkUse& a, const ChunkUse& b) {
     return a.id != b.id ? a.id < b.id : a.length < b.length;
   });
-  std::vector<ChunkUse> unique;
+  std::vector<uint32_t> unique;  // first use of each distinct chunk
   for (size_t i = 0; i < c.uses.size(); ++i) {
-    if (i == 0 || !same(c.uses[i], c.uses[i - 1])) unique.push_back(c.uses[i]);
+    if (i == 0 || !same(c.uses[i], c.uses[i - 1])) unique.push_back(static_cast<uint32_t>(i));
   }
+  unique.shrink_to_fit();
   report.unique_chunks = unique.size();
-  for (const ChunkUse& u : unique) report.selected_bytes += u.length;
+  for (uint32_t u : unique) report.selected_bytes += c.uses[u].length;
 
   // What the ledger already knows.
   std::unique_ptr<Ledger> ledger;
@@ -293,71 +370,78 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
                            opened.status().ToString());
     }
   }
-  const Status ok_before = Status::Ok();
-  std::vector<Status> results(unique.size(), ok_before);
-  std::vector<size_t> todo;
-  std::vector<int64_t> last_ok(unique.size(), 0);  // unix time of the last ok check; 0: none
-  std::vector<uint8_t> skipped(unique.size(), 0);  // ok in the ledger: not checked again
   const int64_t fresh_since =
       options.outdated_after_s > 0 ? start_unix - options.outdated_after_s : INT64_MAX;
+  // Per distinct chunk: the unix time of its last ok check (0: none), and
+  // whether this run skips it (ok in the ledger: fresh, or done by the run
+  // being resumed).
+  std::vector<uint32_t> last_ok(unique.size(), 0);
+  std::vector<uint8_t> skipped(unique.size(), 0);
+  std::vector<uint32_t> todo;
   for (size_t u = 0; u < unique.size(); ++u) {
-    const LedgerEntry* e = ledger ? ledger->Find(unique[u].id) : nullptr;
+    const ChunkUse& use = c.uses[unique[u]];
+    const LedgerEntry* e = ledger ? ledger->Find(use.id) : nullptr;
     if (e != nullptr && e->verdict == ChunkVerdict::kOk) {
-      last_ok[u] = e->time;
+      last_ok[u] = static_cast<uint32_t>(std::clamp<int64_t>(e->time, 1, UINT32_MAX));
       if (job.resumed_from > 0 && e->time >= job.resumed_from) {
         ++report.resumed_chunks;
-        report.resumed_bytes += unique[u].length;
+        report.resumed_bytes += use.length;
         skipped[u] = 1;
         continue;
       }
       if (e->time >= fresh_since) {
         ++report.fresh_chunks;
-        report.fresh_bytes += unique[u].length;
+        report.fresh_bytes += use.length;
         skipped[u] = 1;
         continue;
       }
     }
-    todo.push_back(u);
+    todo.push_back(static_cast<uint32_t>(u));
   }
+  if (ledger) ledger->ReleaseEntries();  // merged: from here on it only appends
   // A slice takes the stalest first (never checked, then oldest check).
   const bool slice = options.max_duration_ns > 0 || (options.budget > 0 && options.budget < 1);
   if (slice) {
     std::stable_sort(todo.begin(), todo.end(),
-                     [&](size_t a, size_t b) { return last_ok[a] < last_ok[b]; });
+                     [&](uint32_t a, uint32_t b) { return last_ok[a] < last_ok[b]; });
   }
   if (options.budget > 0 && options.budget < 1) {
-    const auto allowed = static_cast<uint64_t>(options.budget * static_cast<double>(report.selected_bytes));
+    const auto allowed =
+        static_cast<uint64_t>(options.budget * static_cast<double>(report.selected_bytes));
     uint64_t taken = 0;
     size_t keep = 0;
-    while (keep < todo.size() && (keep == 0 || taken + unique[todo[keep]].length <= allowed)) {
-      taken += unique[todo[keep]].length;
+    while (keep < todo.size() &&
+           (keep == 0 || taken + c.uses[unique[todo[keep]]].length <= allowed)) {
+      taken += c.uses[unique[todo[keep]]].length;
       ++keep;
     }
     todo.resize(keep);
   }
 
-  const Status not_reached = CancelledError("not reached by this slice");
-  // Chunks cut by the budget count as not reached too.
-  std::vector<uint8_t> in_todo(unique.size(), 0);
-  for (size_t u : todo) in_todo[u] = 1;
-  LedgerWriter ledger_writer(ledger.get(), *options.logger);
-  store::ChunkSource& source = options.source ? *options.source : store.chunks();
-  const int64_t deadline = options.max_duration_ns > 0 ? start_ns + options.max_duration_ns : 0;
-  CAIRN_RETURN_IF_ERROR(CheckChunks(env, source, unique, todo, options, deadline, not_reached,
-                                    ledger_writer, &results, &report));
-  const int64_t checked_at = start_unix;
-  for (size_t u = 0; u < unique.size(); ++u) {
-    bool left = (!in_todo[u] && !skipped[u]) ||
-                (in_todo[u] && results[u].code() == StatusCode::kCancelled);
-    if (left) {
-      results[u] = not_reached;
-      ++report.left_chunks;
-      report.left_bytes += unique[u].length;
-    } else if (in_todo[u] && results[u].ok()) {
-      last_ok[u] = checked_at;
+  Outcomes outcomes(unique.size());
+  {
+    // Not in todo and not skipped: cut by the budget, not reached.
+    std::vector<uint8_t> in_todo(unique.size(), 0);
+    for (uint32_t u : todo) in_todo[u] = 1;
+    for (size_t u = 0; u < unique.size(); ++u) {
+      if (!in_todo[u] && !skipped[u]) outcomes.SetNotReached(u);
     }
   }
+  Ledger* appender = ledger.get();
+  {
+    LedgerWriter ledger_writer(appender, *options.logger);
+    store::ChunkSource& source = options.source ? *options.source : store.chunks();
+    const int64_t deadline = options.max_duration_ns > 0 ? start_ns + options.max_duration_ns : 0;
+    CAIRN_RETURN_IF_ERROR(CheckChunks(env, source, c.uses, unique, todo, options, deadline,
+                                      ledger_writer, &outcomes, &report));
+  }
   for (size_t u = 0; u < unique.size(); ++u) {
+    if (outcomes.state(u) == Outcomes::kNotReached) {
+      ++report.left_chunks;
+      report.left_bytes += c.uses[unique[u]].length;
+    } else if (outcomes.state(u) == Outcomes::kOk && !skipped[u]) {
+      last_ok[u] = static_cast<uint32_t>(start_unix);
+    }
     if (last_ok[u] > 0 && (report.oldest_check == 0 || last_ok[u] < report.oldest_check)) {
       report.oldest_check = last_ok[u];
     }
@@ -366,14 +450,18 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
   for (size_t i = 0, u = 0; i < c.uses.size(); ++u) {
     size_t j = i;
     while (j < c.uses.size() && same(c.uses[j], c.uses[i])) ++j;
-    Status s = results[u];
-    if (s.code() == StatusCode::kCancelled) {  // not reached: its snapshots stay unjudged
+    if (outcomes.state(u) == Outcomes::kNotReached) {  // its snapshots stay unjudged
       for (size_t k = i; k < j; ++k) {
         report.snapshots[c.archive_snapshot[c.uses[k].archive]].complete = false;
       }
-    } else if (!s.ok()) {
+    } else if (outcomes.state(u) == Outcomes::kFailed) {
+      Status s = outcomes.error(u);
       std::map<uint32_t, std::vector<uint64_t>> by_archive;  // archive → offsets
-      for (size_t k = i; k < j; ++k) by_archive[c.uses[k].archive].push_back(c.uses[k].offset);
+      for (size_t k = i; k < j; ++k) {
+        const ChunkUse& use = c.uses[k];
+        by_archive[use.archive].push_back(uint64_t{use.position} *
+                                          c.archive_chunk_size[use.archive]);
+      }
       std::map<std::string, std::vector<std::pair<uint64_t, uint32_t>>> ranges;
       std::vector<size_t> snaps;
       for (auto& [archive, offsets] : by_archive) {
@@ -423,13 +511,13 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
       }
     }
   }
-  if (ledger) {
+  if (appender) {
     // Done with this scope: the next run starts afresh. Otherwise the job
     // stays, and the next run of the scope resumes it.
     if (report.left_chunks == 0) env.RemoveFile(job.path).IgnoreError();
-    auto journal = ledger->JournalBytes();
+    auto journal = appender->JournalBytes();
     if (report.left_chunks == 0 || (journal.ok() && *journal > (uint64_t{64} << 20))) {
-      Status s = ledger->Compact();
+      Status s = appender->Compact();
       if (!s.ok()) options.logger->Warn("could not compact the verify ledger: {}", s.ToString());
     }
   }

@@ -21,18 +21,20 @@ build="$root/build/fuzz"
 jobs="${CAIRN_FUZZ_BUILD_JOBS:-$(nproc)}"
 
 cmake --preset fuzz >/dev/null
-cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_fuzz fuzz_seeds
+cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_fuzz ledger_fuzz fuzz_seeds
 
 # Fresh seeds from the current encoders; the corpora grow in build/fuzz/corpus
 # across runs (new inputs found are kept there, never in the source tree).
 "$build/fuzz/fuzz_seeds" "$build/corpus"
 
 # target:max_len:extra flags. The fixed index needs its 4096-byte header
-# plus room for digests; blobs and manifests stay small so runs are fast.
+# plus room for digests; blobs and manifests stay small so runs are fast; a
+# ledger input of 4096 bytes spans many of ledger_fuzz's small read blocks.
 targets=(
   "blob_fuzz:4096:"
   "fixed_index_fuzz:8192:"
   "manifest_fuzz:4096:-dict=$root/fuzz/manifest.dict"
+  "ledger_fuzz:4096:-dict=$root/fuzz/ledger.dict"
 )
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"

@@ -84,7 +84,10 @@ void Run(Context& ctx, const VerifyArgs& args) {
   const double mib = 1024.0 * 1024.0;
   // The rest of the selection at this run's speed (the ETA of a full cover).
   const double speed = r.seconds > 0 ? static_cast<double>(r.raw_bytes) / r.seconds : 0;
-  const double eta = speed > 0 ? static_cast<double>(r.left_bytes) / speed : -1;
+  const double eta = r.left_bytes == 0 ? 0
+                     : speed > 0       ? static_cast<double>(r.left_bytes) / speed
+                                       : -1;
+  if (!r.ledger_warning.empty()) fmt::print(stderr, "cairn: ledger: {}\n", r.ledger_warning);
   if (ctx.json) {
     nlohmann::json snapshots = nlohmann::json::array();
     for (const auto& s : r.snapshots) {
@@ -125,6 +128,7 @@ void Run(Context& ctx, const VerifyArgs& args) {
                {"left", {{"chunks", r.left_chunks}, {"bytes", r.left_bytes},
                          {"eta_seconds", eta}}},
                {"resumed_from", r.resumed_from},
+               {"ledger_warning", r.ledger_warning},
                {"oldest_check", r.oldest_check},
                {"seconds", r.seconds},
                {"mib_per_s", MiBPerSecond(r.raw_bytes, r.seconds)},
@@ -132,7 +136,6 @@ void Run(Context& ctx, const VerifyArgs& args) {
                          {"final", r.jobs_final},
                          {"max", r.jobs_max}}}});
   } else {
-    if (!r.ledger_warning.empty()) fmt::print(stderr, "cairn: ledger: {}\n", r.ledger_warning);
     for (const auto& p : r.problems) {
       fmt::print("BAD {}: {}\n", p.what, p.error);
       for (size_t i = 0; i < p.affected.size(); ++i) {

@@ -30,7 +30,6 @@ constexpr size_t kBatchHeaderSize = 16;  // magic 8, version 2, reserved 2, coun
 constexpr size_t kBatchCrcSize = 4;
 constexpr uint32_t kMaxBatchRecords = 65536;  // 2.6 MB: one write(2) each
 
-constexpr size_t kReadBlock = size_t{1} << 20;
 // How long Open() and Append() wait for a compaction to release the lock.
 constexpr int64_t kLockWaitNanos = int64_t{60} * 1000 * 1000 * 1000;
 
@@ -58,7 +57,15 @@ bool DecodeRecord(const uint8_t* p, LedgerEntry* e) {
   return true;
 }
 
-Bytes EncodeLedgerFile(const std::vector<LedgerEntry>& entries) {
+// The smallest read block the readers accept: a batch header (so a magic
+// always fits in one) and a record.
+constexpr size_t kMinReadBlock = 64;
+
+}  // namespace
+
+namespace ledger_codec {
+
+Bytes EncodeLedgerFile(std::span<const LedgerEntry> entries) {
   Bytes out(kHeaderSize + entries.size() * kRecordSize, 0);
   uint8_t* rec = out.data() + kHeaderSize;
   for (const LedgerEntry& e : entries) {
@@ -75,7 +82,7 @@ Bytes EncodeLedgerFile(const std::vector<LedgerEntry>& entries) {
 }
 
 // Batches of at most kMaxBatchRecords, concatenated: one write(2) for all.
-Bytes EncodeBatches(std::span<const LedgerEntry> entries) {
+Bytes EncodeJournalBatches(std::span<const LedgerEntry> entries) {
   size_t batches = (entries.size() + kMaxBatchRecords - 1) / kMaxBatchRecords;
   Bytes out(batches * (kBatchHeaderSize + kBatchCrcSize) + entries.size() * kRecordSize);
   uint8_t* p = out.data();
@@ -94,18 +101,16 @@ Bytes EncodeBatches(std::span<const LedgerEntry> entries) {
   return out;
 }
 
-// Reads the `ledger` file into `out` (sorted, unique). NotFound when absent;
-// DataLoss, naming the problem, when it is damaged; other codes for I/O.
-Status ReadLedgerFile(Env& env, const std::string& path, std::vector<LedgerEntry>* out) {
+Status DecodeLedgerFile(ReadableFile& file, std::vector<LedgerEntry>* out, size_t read_block) {
   out->clear();
-  CAIRN_ASSIGN_OR_RETURN(auto file, env.OpenReadable(path));
-  CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+  const std::string& path = file.path();
+  CAIRN_ASSIGN_OR_RETURN(uint64_t size, file.Size());
   if (size < kHeaderSize) {
     return DataLossError(
         fmt::format("{}: {} bytes, shorter than the {}-byte header", path, size, kHeaderSize));
   }
   uint8_t h[kHeaderSize];
-  CAIRN_ASSIGN_OR_RETURN(size_t got, file->ReadAt(0, h));
+  CAIRN_ASSIGN_OR_RETURN(size_t got, file.ReadAt(0, h));
   if (got != kHeaderSize) return DataLossError(fmt::format("{}: shrank while read", path));
   if (std::memcmp(h, format::kLedgerMagic.data(), 8) != 0) {
     return DataLossError(fmt::format("{}: bad magic (not a ledger file)", path));
@@ -130,14 +135,14 @@ Status ReadLedgerFile(Env& env, const std::string& path, std::vector<LedgerEntry
   }
 
   out->reserve(count);
-  constexpr size_t kBlockRecords = kReadBlock / kRecordSize;
-  Bytes block(kBlockRecords * kRecordSize);
+  const size_t block_records = std::max(read_block, kMinReadBlock) / kRecordSize;
+  Bytes block(block_records * kRecordSize);
   uint32_t crc = 0;
   uint64_t offset = kHeaderSize;
   for (uint64_t done = 0; done < count;) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(kBlockRecords, count - done));
+    size_t n = static_cast<size_t>(std::min<uint64_t>(block_records, count - done));
     std::span<uint8_t> buf(block.data(), n * kRecordSize);
-    CAIRN_ASSIGN_OR_RETURN(got, file->ReadAt(offset, buf));
+    CAIRN_ASSIGN_OR_RETURN(got, file.ReadAt(offset, buf));
     if (got != buf.size()) return DataLossError(fmt::format("{}: shrank while read", path));
     crc = format::Crc32cExtend(crc, buf);
     for (size_t i = 0; i < n; ++i) {
@@ -161,13 +166,19 @@ Status ReadLedgerFile(Env& env, const std::string& path, std::vector<LedgerEntry
   return Status::Ok();
 }
 
+}  // namespace ledger_codec
+
+namespace {
+
 // A forward-only window over the first `size` bytes of a file, read in
 // blocks, so a journal of any length is scanned in bounded memory.
 class FileWindow {
  public:
-  FileWindow(ReadableFile& file, uint64_t size) : file_(file), size_(size) {}
+  FileWindow(ReadableFile& file, uint64_t size, size_t block)
+      : file_(file), size_(size), block_(std::max(block, kMinReadBlock)) {}
 
   uint64_t size() const { return size_; }
+  size_t block() const { return block_; }
 
   // Makes bytes [pos, pos + n) readable through At(pos) as far as the file
   // has them; returns how many are. `pos` never goes back.
@@ -180,7 +191,7 @@ class FileWindow {
     buf_.erase(buf_.begin(), buf_.begin() + static_cast<ptrdiff_t>(drop));
     start_ = buf_.empty() ? pos : start_ + drop;
     uint64_t have_end = start_ + buf_.size();
-    uint64_t read_end = std::min(size_, std::max(want_end, have_end + kReadBlock));
+    uint64_t read_end = std::min(size_, std::max(want_end, have_end + block_));
     size_t old = buf_.size();
     buf_.resize(static_cast<size_t>(read_end - start_));
     std::span<uint8_t> fresh = std::span<uint8_t>(buf_).subspan(old);
@@ -197,6 +208,7 @@ class FileWindow {
  private:
   ReadableFile& file_;
   uint64_t size_;
+  const size_t block_;
   uint64_t start_ = 0;  // file offset of buf_[0]
   Bytes buf_;
 };
@@ -234,7 +246,7 @@ Result<uint64_t> ReadBatchAt(FileWindow& w, uint64_t pos, std::vector<LedgerEntr
 Result<uint64_t> FindMagic(FileWindow& w, uint64_t from) {
   const auto& magic = format::kLedgerBatchMagic;
   while (true) {
-    CAIRN_ASSIGN_OR_RETURN(size_t avail, w.Ensure(from, kReadBlock));
+    CAIRN_ASSIGN_OR_RETURN(size_t avail, w.Ensure(from, w.block()));
     if (avail < magic.size()) return w.size();
     const uint8_t* p = w.At(from);
     const uint8_t* hit = std::search(p, p + avail, magic.begin(), magic.end());
@@ -243,27 +255,19 @@ Result<uint64_t> FindMagic(FileWindow& w, uint64_t from) {
   }
 }
 
-struct JournalScan {
-  std::vector<LedgerEntry> records;  // in file order
-  uint64_t size = 0;
-  uint64_t ignored_bytes = 0;
-  uint64_t damaged_regions = 0;
-  uint64_t first_damage = 0;
-};
+}  // namespace
 
-// Reads every valid batch of the journal in order. A region that is not a
-// valid batch (torn by a killed writer, cut by a crash, flipped bits) is
-// skipped up to the next valid batch, so one damaged batch costs only its
-// own records, wherever it lies (several processes append to one journal,
-// so a torn batch may have others after it).
-Status ReadJournal(Env& env, const std::string& path, JournalScan* scan) {
-  auto opened = env.OpenReadable(path);
-  if (opened.status().code() == StatusCode::kNotFound) return Status::Ok();
-  CAIRN_RETURN_IF_ERROR(opened.status());
-  ReadableFile& file = **opened;
+namespace ledger_codec {
+
+// Every valid batch of the journal in order. A region that is not a valid
+// batch (torn by a killed writer, cut by a crash, flipped bits) is skipped
+// up to the next valid batch, so one damaged batch costs only its own
+// records, wherever it lies (several processes append to one journal, so a
+// torn batch may have others after it).
+Status ScanJournal(ReadableFile& file, JournalScan* scan, size_t read_block) {
   CAIRN_ASSIGN_OR_RETURN(scan->size, file.Size());
   scan->records.reserve(scan->size / kRecordSize);  // an upper bound: one allocation
-  FileWindow w(file, scan->size);
+  FileWindow w(file, scan->size, read_block);
   uint64_t pos = 0;
   while (pos < w.size()) {
     CAIRN_ASSIGN_OR_RETURN(uint64_t len, ReadBatchAt(w, pos, &scan->records));
@@ -289,6 +293,26 @@ Status ReadJournal(Env& env, const std::string& path, JournalScan* scan) {
   return Status::Ok();
 }
 
+}  // namespace ledger_codec
+
+namespace {
+
+// The `ledger` file into `out`: NotFound when absent, else as
+// DecodeLedgerFile.
+Status ReadLedgerFile(Env& env, const std::string& path, std::vector<LedgerEntry>* out) {
+  out->clear();
+  CAIRN_ASSIGN_OR_RETURN(auto file, env.OpenReadable(path));
+  return ledger_codec::DecodeLedgerFile(*file, out);
+}
+
+// The journal; an absent one is empty.
+Status ReadJournal(Env& env, const std::string& path, ledger_codec::JournalScan* scan) {
+  auto opened = env.OpenReadable(path);
+  if (opened.status().code() == StatusCode::kNotFound) return Status::Ok();
+  CAIRN_RETURN_IF_ERROR(opened.status());
+  return ledger_codec::ScanJournal(**opened, scan);
+}
+
 // Which of two records of one id wins: the newer check; at equal times
 // the larger verdict, so any failure beats kOk (a cache may err towards
 // verifying again). A total order, so the state does not depend on how
@@ -299,9 +323,14 @@ bool Supersedes(const LedgerEntry& a, const LedgerEntry& b) {
   return static_cast<uint8_t>(a.verdict) > static_cast<uint8_t>(b.verdict);
 }
 
+}  // namespace
+
+namespace ledger_codec {
+
 // `base` sorted and unique, `journal` in any order: one entry per id, the
 // one that supersedes the others.
-std::vector<LedgerEntry> Merge(std::vector<LedgerEntry> base, std::vector<LedgerEntry> journal) {
+std::vector<LedgerEntry> MergeState(std::vector<LedgerEntry> base,
+                                    std::vector<LedgerEntry> journal) {
   if (journal.empty()) return base;
   // By id, the winner last in each run of equal ids.
   std::sort(journal.begin(), journal.end(), [](const LedgerEntry& a, const LedgerEntry& b) {
@@ -335,6 +364,10 @@ std::vector<LedgerEntry> Merge(std::vector<LedgerEntry> base, std::vector<Ledger
   return out;
 }
 
+}  // namespace ledger_codec
+
+namespace {
+
 struct LoadedState {
   std::vector<LedgerEntry> entries;
   bool ledger_damaged = false;
@@ -360,7 +393,7 @@ Result<LoadedState> LoadState(Env& env, const std::string& dir) {
     return s;
   }
 
-  JournalScan scan;
+  ledger_codec::JournalScan scan;
   std::string journal_path = JoinPath(dir, kJournalName);
   CAIRN_RETURN_IF_ERROR(ReadJournal(env, journal_path, &scan));
   state.journal_size = scan.size;
@@ -371,7 +404,7 @@ Result<LoadedState> LoadState(Env& env, const std::string& dir) {
         "verified again",
         journal_path, scan.ignored_bytes, scan.size, scan.damaged_regions, scan.first_damage));
   }
-  state.entries = Merge(std::move(base), std::move(scan.records));
+  state.entries = ledger_codec::MergeState(std::move(base), std::move(scan.records));
   return state;
 }
 
@@ -448,7 +481,7 @@ Status Ledger::Append(std::span<const LedgerEntry> batch) {
                                               static_cast<int>(e.verdict)));
     }
   }
-  Bytes data = EncodeBatches(batch);
+  Bytes data = ledger_codec::EncodeJournalBatches(batch);
   // Shared: other appenders go on; a compaction waits until this batch is
   // in the journal, so it can never empty the journal under it.
   CAIRN_ASSIGN_OR_RETURN(auto lock, LockShared(env_, Path(kLockName)));
@@ -476,7 +509,7 @@ Status Ledger::Compact() {
       if (name.starts_with(tmp_prefix)) env_.RemoveFile(Path(name)).IgnoreError();
     }
     CAIRN_RETURN_IF_ERROR(
-        WriteFileAtomic(env_, Path(kLedgerName), EncodeLedgerFile(state.entries)));
+        WriteFileAtomic(env_, Path(kLedgerName), ledger_codec::EncodeLedgerFile(state.entries)));
     // Emptied only once the new ledger is durable. A crash in between
     // replays the journal onto a ledger that already holds it, which
     // changes nothing (see Supersedes).

@@ -63,8 +63,9 @@ struct LedgerEntry {
 namespace ledger_codec {
 
 // Files are read in blocks of this many bytes (memory stays bounded however
-// large they grow). A smaller block gives the same result; tests and the
-// fuzz target use one to reach the block-boundary cases.
+// large they grow). A smaller block (64 bytes at least; less counts as 64)
+// gives the same result; the fuzz target uses one to reach the block
+// boundaries.
 inline constexpr size_t kReadBlock = size_t{1} << 20;
 
 // The `ledger` file holding `entries`. REQUIRES: sorted by id, unique, known

@@ -1,6 +1,7 @@
 #include "base/bytes.h"
 
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <utility>
@@ -49,6 +50,20 @@ bool IsAllZero(ByteSpan data) {
     if (p[i] != 0) return false;
   }
   return true;
+}
+
+std::string HumanBytes(uint64_t bytes, int decimals) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int unit = 0;
+  while (v >= 1024 && unit < 5) {
+    v /= 1024;
+    ++unit;
+  }
+  if (unit == 0) return std::to_string(bytes) + " B";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f %s", decimals, v, kUnits[unit]);
+  return text;
 }
 
 Result<uint64_t> ParseByteSize(std::string_view original) {

@@ -31,6 +31,9 @@ bool FromHex(std::string_view hex, MutableByteSpan out);
 // True when every byte of `data` is zero (word-at-a-time).
 bool IsAllZero(ByteSpan data);
 
+// 1610612736 → "1.50 GiB" (binary units, `decimals` places; bytes whole).
+std::string HumanBytes(uint64_t bytes, int decimals = 2);
+
 // "2G", "512MiB", "1.5g", "4096" → bytes (binary units, any case).
 Result<uint64_t> ParseByteSize(std::string_view text);
 

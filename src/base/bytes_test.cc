@@ -106,3 +106,16 @@ TEST(ParseByteSizeTest, UnitsAndErrors) {
 
 }  // namespace
 }  // namespace cairn
+
+namespace cairn {
+namespace {
+
+TEST(HumanBytesTest, UnitsAndDecimals) {
+  EXPECT_EQ(HumanBytes(0), "0 B");
+  EXPECT_EQ(HumanBytes(1023), "1023 B");
+  EXPECT_EQ(HumanBytes(uint64_t{3} << 29), "1.50 GiB");
+  EXPECT_EQ(HumanBytes(uint64_t{1} << 30, 1), "1.0 GiB");
+}
+
+}  // namespace
+}  // namespace cairn

@@ -102,18 +102,6 @@ Result<store::ChunkSource*> MaybeInject(const std::string& spec, store::ChunkSou
   return holder->get();
 }
 
-std::string HumanBytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int unit = 0;
-  while (v >= 1024 && unit < 5) {
-    v /= 1024;
-    ++unit;
-  }
-  if (unit == 0) return fmt::format("{} B", bytes);
-  return fmt::format("{:.2f} {}", v, kUnits[unit]);
-}
-
 double MiBPerSecond(uint64_t bytes, double secs) {
   return secs > 0 ? static_cast<double>(bytes) / (1 << 20) / secs : 0;
 }

@@ -62,7 +62,6 @@ void AddBenchOptions(CLI::App* cmd, BenchOptions* options);
 Result<store::ChunkSource*> MaybeInject(const std::string& spec, store::ChunkSource& base,
                                         std::unique_ptr<store::ChunkSource>* holder);
 
-std::string HumanBytes(uint64_t bytes);              // "1.50 GiB"
 std::string HumanRate(uint64_t bytes, double secs);  // "640 MiB/s"
 double MiBPerSecond(uint64_t bytes, double secs);
 

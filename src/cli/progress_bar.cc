@@ -10,19 +10,10 @@
 
 #include <fmt/format.h>
 
+#include "base/bytes.h"
+
 namespace cairn::cli {
 namespace {
-
-std::string Size(uint64_t bytes) {
-  double v = static_cast<double>(bytes);
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (v >= 1024 && unit < 4) {
-    v /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, kUnits[unit]);
-}
 
 std::string Duration(double seconds) {
   auto s = static_cast<uint64_t>(seconds + 0.5);
@@ -64,7 +55,7 @@ std::string ProgressBar::Render(const char* phase, uint64_t done, uint64_t total
   std::string eta = "--:--";
   if (bytes_per_s > 0 && total >= done) eta = Duration(static_cast<double>(total - done) / bytes_per_s);
   std::string line = fmt::format("{:<8} [{}] {:>3.0f}%  {} / {}  {:.0f} MiB/s  ETA {}", phase, bar,
-                                 fraction * 100, Size(done), Size(total), bytes_per_s / (1 << 20),
+                                 fraction * 100, HumanBytes(done, 1), HumanBytes(total, 1), bytes_per_s / (1 << 20),
                                  eta);
   if (reads_limit > 0) line += fmt::format("  reads in flight {}", reads_limit);
   return line;

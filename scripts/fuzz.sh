@@ -21,7 +21,8 @@ build="$root/build/fuzz"
 jobs="${CAIRN_FUZZ_BUILD_JOBS:-$(nproc)}"
 
 cmake --preset fuzz >/dev/null
-cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_fuzz ledger_fuzz fuzz_seeds
+cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_fuzz ledger_fuzz \
+  dynamic_index_fuzz tree_fuzz fuzz_seeds
 
 # Fresh seeds from the current encoders; the corpora grow in build/fuzz/corpus
 # across runs (new inputs found are kept there, never in the source tree).
@@ -35,6 +36,8 @@ targets=(
   "fixed_index_fuzz:8192:"
   "manifest_fuzz:4096:-dict=$root/fuzz/manifest.dict"
   "ledger_fuzz:4096:-dict=$root/fuzz/ledger.dict"
+  "dynamic_index_fuzz:8192:"
+  "tree_fuzz:4096:"
 )
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"

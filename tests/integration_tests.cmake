@@ -12,6 +12,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_bad_input_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_json_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_restore_modes_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_verify_ledger_test.cc
 )
 target_compile_definitions(cairn_integration_tests PRIVATE

@@ -10,12 +10,16 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/format/crc32c_test.cc
   ${PROJECT_SOURCE_DIR}/src/crypto/sha256_test.cc
   ${PROJECT_SOURCE_DIR}/src/blob/blob_test.cc
+  ${PROJECT_SOURCE_DIR}/src/index/chunker_test.cc
+  ${PROJECT_SOURCE_DIR}/src/index/dynamic_index_test.cc
   ${PROJECT_SOURCE_DIR}/src/index/fixed_index_test.cc
   ${PROJECT_SOURCE_DIR}/src/index/manifest_test.cc
   ${PROJECT_SOURCE_DIR}/src/store/local_chunk_store_test.cc
   ${PROJECT_SOURCE_DIR}/src/datastore/datastore_test.cc
   ${PROJECT_SOURCE_DIR}/src/datastore/snapshot_ref_test.cc
   ${PROJECT_SOURCE_DIR}/src/datastore/snapshot_writer_test.cc
+  ${PROJECT_SOURCE_DIR}/src/tree/fs_meta_test.cc
+  ${PROJECT_SOURCE_DIR}/src/tree/tree_format_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/bounded_queue_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/buffer_pool_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/concurrency_controller_test.cc
@@ -23,8 +27,10 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/pipeline/worker_group_test.cc
   ${PROJECT_SOURCE_DIR}/src/backup/backup_test.cc
   ${PROJECT_SOURCE_DIR}/src/backup/image_backup_test.cc
+  ${PROJECT_SOURCE_DIR}/src/backup/tree_backup_test.cc
   ${PROJECT_SOURCE_DIR}/src/restore/image_restore_test.cc
   ${PROJECT_SOURCE_DIR}/src/restore/restore_test.cc
+  ${PROJECT_SOURCE_DIR}/src/restore/tree_restore_test.cc
   ${PROJECT_SOURCE_DIR}/src/verify/ledger_test.cc
   ${PROJECT_SOURCE_DIR}/src/verify/verify_test.cc
   ${PROJECT_SOURCE_DIR}/src/cli/progress_bar_test.cc

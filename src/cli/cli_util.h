@@ -74,6 +74,7 @@ void RegisterBackup(CLI::App& app, Context& ctx);
 void RegisterSnapshots(CLI::App& app, Context& ctx);
 void RegisterRestore(CLI::App& app, Context& ctx);
 void RegisterVerify(CLI::App& app, Context& ctx);
+void RegisterTree(CLI::App& app, Context& ctx);  // ls, cat
 
 inline constexpr char kVersion[] = "0.1.0";
 

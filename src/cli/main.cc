@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   RegisterSnapshots(app, ctx);
   RegisterRestore(app, ctx);
   RegisterVerify(app, ctx);
+  RegisterTree(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

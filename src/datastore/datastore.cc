@@ -207,6 +207,26 @@ Result<index::FixedIndex> Datastore::ReadImageIndex(const SnapshotRef& snap,
   return idx;
 }
 
+Result<Datastore::TreeIndexes> Datastore::ReadTreeIndexes(const SnapshotRef& snap,
+                                                          const index::ArchiveEntry& entry) const {
+  auto read = [&](const std::string& file, uint64_t size,
+                  const crypto::Digest& csum) -> Result<index::DynamicIndex> {
+    std::string path = JoinPath(SnapshotDir(snap), file);
+    CAIRN_ASSIGN_OR_RETURN(index::DynamicIndex idx, index::ReadDynamicIndex(env_, path));
+    if (idx.size() != size || idx.csum() != csum) {
+      return DataLossError(fmt::format(
+          "{}: index does not match the manifest of {} (size {} vs {}, checksum {} vs {})", path,
+          snap.ToString(), idx.size(), size, crypto::DigestHex(idx.csum()),
+          crypto::DigestHex(csum)));
+    }
+    return idx;
+  };
+  TreeIndexes out;
+  CAIRN_ASSIGN_OR_RETURN(out.meta, read(entry.MetaFileName(), entry.meta_size, entry.meta_csum));
+  CAIRN_ASSIGN_OR_RETURN(out.data, read(entry.FileName(), entry.size, entry.csum));
+  return out;
+}
+
 Result<Bytes> Datastore::ReadBlobArchive(const SnapshotRef& snap,
                                          const index::ArchiveEntry& entry) const {
   std::string path = JoinPath(SnapshotDir(snap), entry.FileName());

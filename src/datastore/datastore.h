@@ -7,6 +7,8 @@
 //   STORE/[ns/A/]TYPE/ID/TIME/       one snapshot:
 //       index.json.blob              manifest, written last: no manifest, no snapshot
 //       NAME.img.fidx, NAME.blob     archives
+//       NAME.tree.meta.didx          a tree archive's metadata stream index
+//       NAME.tree.data.didx          ... and its payload stream index
 //       verify.json.blob             last verify result (kept apart from the manifest)
 //
 // Readers never take locks; a backup holds its group's lock for its whole
@@ -22,6 +24,7 @@
 
 #include "base/env.h"
 #include "datastore/snapshot_ref.h"
+#include "index/dynamic_index.h"
 #include "index/fixed_index.h"
 #include "index/manifest.h"
 #include "store/local_chunk_store.h"
@@ -69,6 +72,15 @@ class Datastore {
   // (size, chunk size, checksum). DataLoss names snapshot and archive.
   Result<index::FixedIndex> ReadImageIndex(const SnapshotRef& snap,
                                            const index::ArchiveEntry& entry) const;
+  struct TreeIndexes {
+    index::DynamicIndex meta;
+    index::DynamicIndex data;
+  };
+  // Reads both indexes of a tree archive and checks them against the
+  // manifest entry (stream sizes and checksums). DataLoss names snapshot,
+  // archive and file.
+  Result<TreeIndexes> ReadTreeIndexes(const SnapshotRef& snap,
+                                      const index::ArchiveEntry& entry) const;
   // Reads a blob archive's stored bytes, checking size and SHA-256 against
   // the manifest, and returns its plaintext.
   Result<Bytes> ReadBlobArchive(const SnapshotRef& snap, const index::ArchiveEntry& entry) const;

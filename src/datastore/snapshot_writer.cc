@@ -64,6 +64,18 @@ Status SnapshotWriter::AddImage(const std::string& name, const index::FixedIndex
   return Status::Ok();
 }
 
+Status SnapshotWriter::AddTree(const std::string& name, const index::DynamicIndex& meta,
+                               const index::DynamicIndex& data) {
+  if (manifest_.Find(name)) return InvalidArgumentError(fmt::format("archive {} given twice", name));
+  index::ArchiveEntry entry{name, index::ArchiveKind::kTree, data.size(), data.csum(), 0};
+  entry.meta_size = meta.size();
+  entry.meta_csum = meta.csum();
+  CAIRN_RETURN_IF_ERROR(WriteArchiveFile(entry.MetaFileName(), meta.Encode()));
+  CAIRN_RETURN_IF_ERROR(WriteArchiveFile(entry.FileName(), data.Encode()));
+  manifest_.archives.push_back(std::move(entry));
+  return Status::Ok();
+}
+
 Status SnapshotWriter::AddBlob(const std::string& name, ByteSpan plaintext) {
   if (manifest_.Find(name)) return InvalidArgumentError(fmt::format("archive {} given twice", name));
   CAIRN_ASSIGN_OR_RETURN(Bytes stored, blob::Encode(plaintext));

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "datastore/datastore.h"
+#include "index/dynamic_index.h"
 #include "index/fixed_index.h"
 #include "index/manifest.h"
 
@@ -32,6 +33,9 @@ class SnapshotWriter {
 
   // Writes NAME.img.fidx and records the archive.
   Status AddImage(const std::string& name, const index::FixedIndex& idx);
+  // Writes NAME.tree.meta.didx and NAME.tree.data.didx and records the archive.
+  Status AddTree(const std::string& name, const index::DynamicIndex& meta,
+                 const index::DynamicIndex& data);
   // Encodes `plaintext` as NAME.blob and records the archive.
   Status AddBlob(const std::string& name, ByteSpan plaintext);
   // Flushes chunks, then writes the manifest. The writer is done afterwards.

@@ -17,6 +17,14 @@ inline constexpr uint16_t kBlobVersion = 1;
 inline constexpr Magic kFixedIndexMagic = {'C', 'A', 'I', 'R', 'N', 'F', 'I', 'X'};
 inline constexpr uint16_t kFixedIndexVersion = 1;
 
+// Dynamic index of a tree archive's stream (NAME.tree.{meta,data}.didx).
+inline constexpr Magic kDynamicIndexMagic = {'C', 'A', 'I', 'R', 'N', 'D', 'I', 'X'};
+inline constexpr uint16_t kDynamicIndexVersion = 1;
+
+// Metadata stream of a tree archive (the first bytes of the stream).
+inline constexpr Magic kTreeMagic = {'C', 'A', 'I', 'R', 'N', 'T', 'R', 'E'};
+inline constexpr uint16_t kTreeVersion = 1;
+
 // Verify ledger (DATASTORE/.ledger/): the compacted `ledger` file, and each
 // batch appended to `journal` (its own magic, so a reader can find the next
 // batch after a damaged one).

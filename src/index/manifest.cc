@@ -47,8 +47,22 @@ Status GetField(const json& j, const char* key, T* out) {
 
 }  // namespace
 
+const char* ArchiveKindName(ArchiveKind kind) {
+  switch (kind) {
+    case ArchiveKind::kImage: return "img";
+    case ArchiveKind::kBlob: return "blob";
+    case ArchiveKind::kTree: return "tree";
+  }
+  return "?";
+}
+
 std::string ArchiveEntry::FileName() const {
-  return kind == ArchiveKind::kImage ? name + ".fidx" : name;
+  switch (kind) {
+    case ArchiveKind::kImage: return name + ".fidx";
+    case ArchiveKind::kBlob: return name;
+    case ArchiveKind::kTree: return name + ".data.didx";
+  }
+  return name;
 }
 
 const ArchiveEntry* Manifest::Find(std::string_view archive) const {
@@ -69,17 +83,23 @@ Result<ArchiveKind> ParseArchiveName(std::string_view name) {
   }
   if (name.ends_with(".img") && name.size() > 4) return ArchiveKind::kImage;
   if (name.ends_with(".blob") && name.size() > 5) return ArchiveKind::kBlob;
-  return bad("must end in .img (disk image) or .blob (small file stored whole)");
+  if (name.ends_with(".tree") && name.size() > 5) return ArchiveKind::kTree;
+  return bad(
+      "must end in .img (disk image), .tree (directory tree) or .blob (small file stored whole)");
 }
 
 std::string ManifestToJson(const Manifest& m) {
   json archives = json::array();
   for (const auto& a : m.archives) {
     json e = {{"name", a.name},
-              {"kind", a.kind == ArchiveKind::kImage ? "img" : "blob"},
+              {"kind", ArchiveKindName(a.kind)},
               {"size", a.size},
               {"csum", crypto::DigestHex(a.csum)}};
     if (a.kind == ArchiveKind::kImage) e["chunk_size"] = a.chunk_size;
+    if (a.kind == ArchiveKind::kTree) {
+      e["meta_size"] = a.meta_size;
+      e["meta_csum"] = crypto::DigestHex(a.meta_csum);
+    }
     archives.push_back(std::move(e));
   }
   json j = {{"version", format::kManifestVersion},
@@ -122,7 +142,7 @@ Result<Manifest> ManifestFromJson(std::string_view text) {
     auto parsed = ParseArchiveName(a.name);
     if (!parsed.ok()) return DataLossError(fmt::format("manifest: {}", parsed.status().message()));
     a.kind = *parsed;
-    if ((kind == "img") != (a.kind == ArchiveKind::kImage) || (kind != "img" && kind != "blob")) {
+    if (kind != ArchiveKindName(a.kind)) {
       return DataLossError(fmt::format("manifest: archive '{}' has kind '{}'", a.name, kind));
     }
     if (!FromHex(csum, a.csum)) {
@@ -130,6 +150,15 @@ Result<Manifest> ManifestFromJson(std::string_view text) {
     }
     if (a.kind == ArchiveKind::kImage) {
       CAIRN_RETURN_IF_ERROR(GetField(e, "chunk_size", &a.chunk_size));
+    }
+    if (a.kind == ArchiveKind::kTree) {
+      std::string meta_csum;
+      CAIRN_RETURN_IF_ERROR(GetField(e, "meta_size", &a.meta_size));
+      CAIRN_RETURN_IF_ERROR(GetField(e, "meta_csum", &meta_csum));
+      if (!FromHex(meta_csum, a.meta_csum)) {
+        return DataLossError(
+            fmt::format("manifest: archive '{}' has a malformed meta_csum", a.name));
+      }
     }
     if (m.Find(a.name) != nullptr) {
       return DataLossError(fmt::format("manifest: archive '{}' listed twice", a.name));

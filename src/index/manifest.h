@@ -21,7 +21,10 @@
 
 namespace cairn::index {
 
-enum class ArchiveKind { kImage, kBlob };
+enum class ArchiveKind { kImage, kBlob, kTree };
+
+// "img", "blob", "tree": the manifest's and the JSON outputs' word for a kind.
+const char* ArchiveKindName(ArchiveKind kind);
 
 struct ArchiveEntry {
   std::string name;  // "disk0.img", "vm.conf.blob"
@@ -29,9 +32,16 @@ struct ArchiveEntry {
   uint64_t size = 0;        // image bytes, or blob plaintext bytes
   crypto::Digest csum{};    // see file comment
   uint32_t chunk_size = 0;  // images only
+  // Trees: `size` and `csum` describe the payload stream (NAME.tree.data.didx),
+  // these the metadata stream (NAME.tree.meta.didx).
+  uint64_t meta_size = 0;
+  crypto::Digest meta_csum{};
 
-  // File in the snapshot directory that holds the archive's index or blob.
+  // File in the snapshot directory that holds the archive's index or blob
+  // (for trees, the payload stream's index).
   std::string FileName() const;
+  // Trees only: the metadata stream's index.
+  std::string MetaFileName() const { return name + ".meta.didx"; }
 };
 
 struct Manifest {
@@ -46,7 +56,7 @@ struct Manifest {
   const ArchiveEntry* Find(std::string_view name) const;
 };
 
-// Archive names: [A-Za-z0-9][A-Za-z0-9._-]* ending in ".img" or ".blob",
+// Archive names: [A-Za-z0-9][A-Za-z0-9._-]* ending in ".img", ".blob" or ".tree",
 // at most 128 bytes. InvalidArgument otherwise.
 Result<ArchiveKind> ParseArchiveName(std::string_view name);
 

@@ -1,0 +1,1 @@
+#include "backup/tree_backup.h"

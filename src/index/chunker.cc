@@ -1,0 +1,1 @@
+#include "index/chunker.h"

@@ -1,0 +1,1 @@
+#include "index/dynamic_index.h"

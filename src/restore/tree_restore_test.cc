@@ -1,0 +1,1 @@
+#include "restore/tree_restore.h"

@@ -1,0 +1,1 @@
+#include "tree/fs_meta.h"

@@ -75,6 +75,24 @@ Status BackupOneImage(const datastore::Datastore& store, datastore::SnapshotWrit
   return writer.AddImage(spec.name, idx);
 }
 
+Status BackupOneTree(const datastore::Datastore& store, datastore::SnapshotWriter& writer,
+                     const std::optional<datastore::SnapshotRef>& prev, const ArchiveSpec& spec,
+                     const BackupOptions& options, ArchiveReport* report) {
+  TreeBackupOptions tree = options.tree;
+  tree.logger = options.logger;
+  tree.progress = options.image.progress;
+  if (tree.workers == 0) tree.workers = options.image.workers;
+  CAIRN_RETURN_IF_ERROR(
+      BackupTree(store, writer, prev, spec.name, spec.source, tree, &report->tree));
+  report->had_base = report->tree.reused_files > 0;
+  report->stats.bytes = report->tree.bytes;
+  report->stats.chunks = report->tree.chunks;
+  report->stats.new_chunks = report->tree.new_chunks;
+  report->stats.new_bytes = report->tree.new_bytes;
+  report->stats.stored_bytes = report->tree.stored_bytes;
+  return Status::Ok();
+}
+
 Status BackupOneBlob(const datastore::Datastore& store, datastore::SnapshotWriter& writer,
                      const ArchiveSpec& spec, ArchiveReport* report) {
   auto data = ReadWholeFile(store.env(), spec.source, blob::kMaxRawSize);
@@ -97,7 +115,8 @@ Result<ArchiveSpec> ParseArchiveSpec(std::string_view text) {
   size_t eq = text.find('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size()) {
     return InvalidArgumentError(fmt::format(
-        "archive '{}' must be NAME=SOURCE, like disk0.img=/dev/sdb or vm.conf.blob=/etc/vm.conf",
+        "archive '{}' must be NAME=SOURCE, like disk0.img=/dev/sdb, root.tree=/srv or "
+        "vm.conf.blob=/etc/vm.conf",
         text));
   }
   ArchiveSpec spec{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
@@ -126,9 +145,18 @@ Result<BackupReport> RunBackup(const datastore::Datastore& store, const BackupOp
     ar.source = spec.source;
     CAIRN_ASSIGN_OR_RETURN(ar.kind, index::ParseArchiveName(spec.name));
     int64_t t0 = env.NowMonotonicNanos();
-    Status s = ar.kind == index::ArchiveKind::kImage
-                   ? BackupOneImage(store, *writer, prev, spec, options, &ar)
-                   : BackupOneBlob(store, *writer, spec, &ar);
+    Status s;
+    switch (ar.kind) {
+      case index::ArchiveKind::kImage:
+        s = BackupOneImage(store, *writer, prev, spec, options, &ar);
+        break;
+      case index::ArchiveKind::kTree:
+        s = BackupOneTree(store, *writer, prev, spec, options, &ar);
+        break;
+      case index::ArchiveKind::kBlob:
+        s = BackupOneBlob(store, *writer, spec, &ar);
+        break;
+    }
     if (!s.ok()) return s.WithContext(fmt::format("archive {} from {}", spec.name, spec.source));
     ar.seconds = SecondsSince(env, t0);
     if (options.on_archive_done) options.on_archive_done(ar);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backup/image_backup.h"
+#include "backup/tree_backup.h"
 #include "base/env.h"
 #include "base/logging.h"
 #include "datastore/datastore.h"
@@ -34,6 +35,7 @@ struct ArchiveReport {
   std::string source;
   index::ArchiveKind kind = index::ArchiveKind::kImage;
   ImageStats stats;  // for blobs: bytes only
+  TreeStats tree;    // trees only
   double seconds = 0;
   bool had_base = false;  // a previous snapshot's index served as dedup base
 };
@@ -43,6 +45,7 @@ struct BackupOptions {
   std::optional<int64_t> time;  // default: now
   std::vector<ArchiveSpec> archives;
   ImageBackupOptions image;
+  TreeBackupOptions tree;  // logger and progress are taken from here and `image`
   std::string created_by = "cairn";
   Logger* logger = nullptr;  // REQUIRED
   std::function<void(const ArchiveReport&)> on_archive_done;

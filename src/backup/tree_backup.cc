@@ -1,1 +1,687 @@
 #include "backup/tree_backup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "backup/image_backup.h"
+#include "blob/blob.h"
+#include "index/chunker.h"
+#include "pipeline/bounded_queue.h"
+#include "pipeline/buffer_pool.h"
+#include "pipeline/worker_group.h"
+#include "tree/fs_meta.h"
+#include "tree/tree_format.h"
+
+namespace cairn::backup {
+namespace {
+
+using tree::Entry;
+using tree::EntryKind;
+
+// Bytes read from a file per call, straight into the chunk being built.
+constexpr size_t kReadSize = size_t{1} << 20;
+// Walked entries queued ahead of the chunker (each regular file to read
+// holds an open fd with readahead requested, so the kernel reads upcoming
+// files while the chunker works on this one).
+constexpr size_t kWalkQueue = 256;
+
+int64_t Nanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
+
+Status ErrnoStatus(int err, const std::string& what) { return ErrnoToStatus(err, what); }
+
+// Orders relative paths as a depth-first walk with children sorted by name
+// visits them: component by component ('/' sorts before every name byte).
+int ComparePreorder(std::string_view a, std::string_view b) {
+  size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    auto x = static_cast<unsigned char>(a[i] == '/' ? 0 : a[i]);
+    auto y = static_cast<unsigned char>(b[i] == '/' ? 0 : b[i]);
+    if (x != y) return x < y ? -1 : 1;
+  }
+  return a.size() == b.size() ? 0 : (a.size() < b.size() ? -1 : 1);
+}
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  void Reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// The previous snapshot's archive of the same name: its metadata stream,
+// read entry by entry in step with the walk (both are in pre-order), and
+// its payload index, whose chunks unchanged files reuse.
+class PreviousTree {
+ public:
+  static std::unique_ptr<PreviousTree> Open(const datastore::Datastore& store,
+                                            const datastore::SnapshotRef& snap,
+                                            const std::string& name, Logger& log) {
+    auto state = store.ReadVerifyState(snap);
+    if (state && state->outcome == datastore::VerifyOutcome::kFailed) {
+      log.Warn("previous snapshot {} failed verification; reading every file again",
+               snap.ToString());
+      return nullptr;
+    }
+    auto manifest = store.ReadManifest(snap);
+    if (!manifest.ok()) return nullptr;
+    const index::ArchiveEntry* entry = manifest->Find(name);
+    if (entry == nullptr || entry->kind != index::ArchiveKind::kTree) return nullptr;
+    auto indexes = store.ReadTreeIndexes(snap, *entry);
+    if (!indexes.ok()) {
+      log.Warn("cannot use {} of {} as base: {}", name, snap.ToString(),
+               indexes.status().ToString());
+      return nullptr;
+    }
+    return std::unique_ptr<PreviousTree>(
+        new PreviousTree(store, snap, std::move(*indexes), log));
+  }
+
+  const index::DynamicIndex& data() const { return indexes_.data; }
+  const index::DynamicIndex& meta() const { return indexes_.meta; }
+
+  // The previous regular-file entry at `path`, or null. Calls must come in
+  // pre-order (the walk's order); the stream is read forward only.
+  const Entry* Seek(std::string_view path) {
+    while (!failed_) {
+      if (!cur_) {
+        auto next = decoder_.Next();
+        if (!next.ok()) {
+          log_.Warn("previous snapshot {}: {}; reading every remaining file again",
+                    snap_.ToString(), next.status().ToString());
+          failed_ = true;
+          return nullptr;
+        }
+        if (!next->has_value()) {
+          failed_ = true;  // exhausted
+          return nullptr;
+        }
+        cur_ = std::move(**next);
+      }
+      int c = ComparePreorder(cur_->path, path);
+      if (c > 0) return nullptr;
+      if (c == 0) return cur_->kind == EntryKind::kFile ? &*cur_ : nullptr;
+      cur_.reset();
+    }
+    return nullptr;
+  }
+
+ private:
+  PreviousTree(const datastore::Datastore& store, datastore::SnapshotRef snap,
+               datastore::Datastore::TreeIndexes indexes, Logger& log)
+      : store_(store),
+        snap_(std::move(snap)),
+        indexes_(std::move(indexes)),
+        log_(log),
+        decoder_([this]() { return NextMetaPiece(); }, indexes_.data.size()) {}
+
+  Result<ByteSpan> NextMetaPiece() {
+    if (next_meta_ >= indexes_.meta.chunk_count()) return ByteSpan();
+    const crypto::Digest& id = indexes_.meta.digest(next_meta_++);
+    CAIRN_ASSIGN_OR_RETURN(Bytes stored, store_.chunks().Read(id));
+    CAIRN_ASSIGN_OR_RETURN(piece_, blob::DecodeChunk(stored, id));
+    return ByteSpan(piece_);
+  }
+
+  const datastore::Datastore& store_;
+  datastore::SnapshotRef snap_;
+  datastore::Datastore::TreeIndexes indexes_;
+  Logger& log_;
+  size_t next_meta_ = 0;
+  Bytes piece_;
+  tree::TreeDecoder decoder_;
+  std::optional<Entry> cur_;
+  bool failed_ = false;
+};
+
+// What the walker hands the chunker, in stream order.
+struct WalkItem {
+  enum class Type { kBeginDir, kEndDir, kEntry } type = Type::kEntry;
+  Entry entry;
+  Fd fd;                  // a regular file to read
+  struct stat st {};      // as walked, for change detection
+  bool reuse = false;     // unchanged: reuse the previous payload range
+  uint64_t old_offset = 0;
+};
+
+// A chunk on its way to the CPU workers.
+struct ChunkWork {
+  index::DynamicEntry* slot = nullptr;  // where its digest goes
+  Bytes data;
+  bool payload = true;
+};
+
+// The whole job: walker thread -> chunker (caller's thread) -> CPU workers.
+class TreeJob {
+ public:
+  TreeJob(const datastore::Datastore& store, const TreeBackupOptions& options,
+          std::unique_ptr<PreviousTree> prev, TreeStats* stats)
+      : store_(store),
+        options_(options),
+        log_(*options.logger),
+        prev_(std::move(prev)),
+        stats_(*stats),
+        workers_(options.workers > 0
+                     ? options.workers
+                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+        walk_queue_(kWalkQueue),
+        chunk_queue_(static_cast<size_t>(workers_) * 2),
+        pool_(static_cast<size_t>(workers_) * 2 + 4),
+        encoder_([this](ByteSpan piece) { return AppendMeta(piece); }) {
+    if (prev_) {
+      for (const auto& e : prev_->data().entries()) known_.insert(e.digest);
+      for (const auto& e : prev_->meta().entries()) known_.insert(e.digest);
+    }
+  }
+
+  Status Run(const std::string& source_dir, index::DynamicIndex* meta, index::DynamicIndex* data) {
+    RaiseFileLimit();
+    struct stat root_st {};
+    if (::stat(source_dir.c_str(), &root_st) != 0) {
+      return ErrnoStatus(errno, fmt::format("cannot back up {}", source_dir));
+    }
+    if (!S_ISDIR(root_st.st_mode)) {
+      return InvalidArgumentError(fmt::format(
+          "{} is not a directory; a .tree archive backs up a directory (use NAME.img for a "
+          "file or device)",
+          source_dir));
+    }
+    Fd root(::open(source_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (root.get() < 0) return ErrnoStatus(errno, fmt::format("cannot open {}", source_dir));
+    CAIRN_ASSIGN_OR_RETURN(Entry root_entry,
+                           tree::CaptureEntry(AT_FDCWD, source_dir, "", root_st, options_.xattrs));
+    root_entry.name.clear();
+    root_entry.path.clear();
+
+    pipeline::WorkerGroup group([this] {
+      walk_queue_.Cancel();
+      chunk_queue_.Cancel();
+    });
+    group.Start(1, [&](int) -> Status {
+      Status s = Walk(root.get(), root_entry, root_st);
+      walk_queue_.Close();
+      return s;
+    });
+    group.Start(workers_, [this](int) { return HashWorker(); });
+    Status s = Chunk();
+    if (!s.ok()) group.Fail(s);
+    chunk_queue_.Close();
+    CAIRN_RETURN_IF_ERROR(group.Wait());
+
+    *data = index::DynamicIndex(std::vector<index::DynamicEntry>(data_.entries.begin(),
+                                                                 data_.entries.end()));
+    *meta = index::DynamicIndex(std::vector<index::DynamicEntry>(meta_.entries.begin(),
+                                                                 meta_.entries.end()));
+    stats_.chunks = data_.entries.size() + meta_.entries.size();
+    stats_.new_chunks = new_chunks_;
+    stats_.new_bytes = new_bytes_;
+    stats_.stored_bytes = stored_bytes_;
+    stats_.meta_bytes = meta->size();
+    stats_.padding_bytes = injected_bytes_ - std::min(injected_bytes_, stats_.reused_bytes);
+    return Status::Ok();
+  }
+
+ private:
+  // One stream being cut into chunks (payload or metadata).
+  struct Stream {
+    explicit Stream(bool is_payload) : payload(is_payload) {}
+    bool payload;
+    index::Chunker chunker;
+    Bytes cur;         // bytes of the unfinished chunk
+    uint64_t end = 0;  // stream offset where `cur` starts
+    std::deque<index::DynamicEntry> entries;  // references stay valid on push_back
+    uint64_t pos() const { return end + cur.size(); }
+  };
+
+  static void RaiseFileLimit() {
+    struct rlimit rl {};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      ::setrlimit(RLIMIT_NOFILE, &rl);
+    }
+  }
+
+  bool Excluded(const std::string& path, const std::string& name) const {
+    for (const auto& p : options_.excludes) {
+      if (p.find('/') != std::string::npos) {
+        std::string_view pat = p;
+        while (pat.starts_with('/')) pat.remove_prefix(1);
+        std::string anchored(pat);
+        if (!anchored.empty() && anchored.back() == '/') anchored.pop_back();
+        if (::fnmatch(anchored.c_str(), path.c_str(), FNM_PATHNAME) == 0) return true;
+      } else if (::fnmatch(p.c_str(), name.c_str(), 0) == 0) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void Skip(const std::string& what) {
+    log_.Warn("{}", what);
+    skipped_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  bool Push(WalkItem item) { return walk_queue_.Push(std::move(item)); }
+
+  Status Cancelled() { return CancelledError("tree walk stopped"); }
+
+  // ---- walker thread ----
+
+  Status Walk(int root_fd, const Entry& root_entry, const struct stat& root_st) {
+    return WalkDir(root_fd, root_entry, root_st.st_dev, 0);
+  }
+
+  Result<std::vector<std::string>> ReadNames(int dirfd, const std::string& path) {
+    int fd = ::dup(dirfd);
+    if (fd < 0) return ErrnoStatus(errno, fmt::format("cannot read directory /{}", path));
+    DIR* dir = ::fdopendir(fd);
+    if (dir == nullptr) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus(err, fmt::format("cannot read directory /{}", path));
+    }
+    ::rewinddir(dir);
+    std::vector<std::string> names;
+    errno = 0;
+    while (struct dirent* d = ::readdir(dir)) {
+      if (std::strcmp(d->d_name, ".") == 0 || std::strcmp(d->d_name, "..") == 0) continue;
+      names.emplace_back(d->d_name);
+    }
+    int err = errno;
+    ::closedir(dir);
+    if (err != 0) return ErrnoStatus(err, fmt::format("cannot read directory /{}", path));
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  Status WalkDir(int dirfd, const Entry& dir_entry, dev_t dev, size_t depth) {
+    if (depth >= tree::kMaxDepth) {
+      return InvalidArgumentError(
+          fmt::format("/{}: deeper than {} levels", dir_entry.path, tree::kMaxDepth));
+    }
+    WalkItem begin;
+    begin.type = WalkItem::Type::kBeginDir;
+    begin.entry = dir_entry;
+    if (!Push(std::move(begin))) return Cancelled();
+    auto names = ReadNames(dirfd, dir_entry.path);
+    if (!names.ok()) {
+      Skip(fmt::format("skipped the contents of /{}: {}", dir_entry.path,
+                       names.status().message()));
+      names = std::vector<std::string>();
+    }
+    for (const std::string& name : *names) {
+      std::string path = dir_entry.path.empty() ? name : dir_entry.path + "/" + name;
+      if (name.size() > tree::kMaxNameLength || path.size() > tree::kMaxPathLength) {
+        Skip(fmt::format("skipped /{}: name or path too long", path));
+        continue;
+      }
+      if (Excluded(path, name)) continue;
+      struct stat st {};
+      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;  // removed since the directory was read
+        Skip(fmt::format("skipped /{}: {}", path, std::strerror(errno)));
+        continue;
+      }
+      if (S_ISSOCK(st.st_mode)) {
+        Skip(fmt::format("skipped socket /{}", path));
+        continue;
+      }
+      auto captured = tree::CaptureEntry(dirfd, name, path, st, options_.xattrs);
+      if (!captured.ok()) {
+        Skip(fmt::format("skipped /{}: {}", path, captured.status().message()));
+        continue;
+      }
+      Entry e = std::move(*captured);
+      e.name = name;
+      e.path = path;
+      if (S_ISDIR(st.st_mode)) {
+        dirs_.fetch_add(1, std::memory_order_relaxed);
+        if (!options_.cross_filesystems && st.st_dev != dev) {
+          log_.Info("not descending into /{}: another filesystem", path);
+          WalkItem b;
+          b.type = WalkItem::Type::kBeginDir;
+          b.entry = std::move(e);
+          WalkItem end;
+          end.type = WalkItem::Type::kEndDir;
+          if (!Push(std::move(b)) || !Push(std::move(end))) return Cancelled();
+          continue;
+        }
+        Fd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (sub.get() < 0) {
+          Skip(fmt::format("skipped directory /{}: {}", path, std::strerror(errno)));
+          continue;
+        }
+        CAIRN_RETURN_IF_ERROR(WalkDir(sub.get(), e, st.st_dev, depth + 1));
+        continue;
+      }
+      WalkItem item;
+      item.st = st;
+      if (S_ISREG(st.st_mode)) {
+        if (st.st_nlink > 1) {
+          auto key = std::make_pair(static_cast<uint64_t>(st.st_dev),
+                                    static_cast<uint64_t>(st.st_ino));
+          auto [it, first] = links_.try_emplace(key, path);
+          if (!first) {
+            Entry link = std::move(e);
+            link.kind = EntryKind::kHardlink;
+            link.link_target = it->second;
+            link.size = 0;
+            item.entry = std::move(link);
+            if (!Push(std::move(item))) return Cancelled();
+            continue;
+          }
+          e.linked = true;
+        }
+        e.inode = st.st_ino;
+        e.ctime_ns = Nanos(st.st_ctim);
+        const Entry* old = prev_ ? prev_->Seek(path) : nullptr;
+        if (old != nullptr && old->size == static_cast<uint64_t>(st.st_size) &&
+            old->mtime_ns == e.mtime_ns && old->ctime_ns == e.ctime_ns &&
+            old->inode == e.inode && old->size > 0) {
+          item.reuse = true;
+          item.old_offset = old->payload_offset;
+        } else if (st.st_size > 0) {
+          int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+          if (fd < 0 && errno == EPERM) {
+            fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+          }
+          if (fd < 0) {
+            Skip(fmt::format("skipped /{}: {}", path, std::strerror(errno)));
+            continue;
+          }
+          item.fd = Fd(fd);
+          ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+        }
+      }
+      item.entry = std::move(e);
+      if (!Push(std::move(item))) return Cancelled();
+    }
+    WalkItem end;
+    end.type = WalkItem::Type::kEndDir;
+    if (!Push(std::move(end))) return Cancelled();
+    return Status::Ok();
+  }
+
+  // ---- chunker (caller's thread) ----
+
+  Status Chunk() {
+    while (auto item = walk_queue_.Pop()) {
+      switch (item->type) {
+        case WalkItem::Type::kBeginDir:
+          stats_.entries++;
+          CAIRN_RETURN_IF_ERROR(encoder_.BeginDirectory(item->entry));
+          break;
+        case WalkItem::Type::kEndDir:
+          CAIRN_RETURN_IF_ERROR(encoder_.EndDirectory());
+          break;
+        case WalkItem::Type::kEntry:
+          stats_.entries++;
+          if (item->entry.kind == EntryKind::kFile) {
+            CAIRN_RETURN_IF_ERROR(AddFile(*item));
+          }
+          CAIRN_RETURN_IF_ERROR(encoder_.Add(item->entry));
+          break;
+      }
+    }
+    CAIRN_RETURN_IF_ERROR(encoder_.Finish());
+    CAIRN_RETURN_IF_ERROR(Cut(data_));
+    CAIRN_RETURN_IF_ERROR(Cut(meta_));
+    stats_.dirs = dirs_ + 1;
+    stats_.skipped = skipped_;
+    return Status::Ok();
+  }
+
+  Status AddFile(WalkItem& item) {
+    Entry& e = item.entry;
+    stats_.files++;
+    if (item.reuse) {
+      CAIRN_RETURN_IF_ERROR(Reuse(e, item.old_offset));
+      last_file_end_ = e.payload_offset + e.size;
+      return Status::Ok();
+    }
+    if (item.fd.get() < 0) {  // empty: where the previous file ended (offsets never go back)
+      e.size = 0;
+      e.payload_offset = last_file_end_;
+      return Status::Ok();
+    }
+    e.payload_offset = data_.pos();
+    const uint64_t want = static_cast<uint64_t>(item.st.st_size);
+    uint64_t done = 0;
+    bool changed = false;
+    while (done < want) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kReadSize, want - done));
+      size_t old = data_.cur.size();
+      data_.cur.resize(old + n);
+      ssize_t got = ::pread(item.fd.get(), data_.cur.data() + old, n, static_cast<off_t>(done));
+      if (got < 0) {
+        if (errno == EINTR) {
+          data_.cur.resize(old);
+          continue;
+        }
+        int err = errno;
+        data_.cur.resize(old);
+        return ErrnoStatus(err, fmt::format("reading /{}", e.path));
+      }
+      data_.cur.resize(old + static_cast<size_t>(got));
+      if (got == 0) {
+        changed = true;  // shorter than when it was walked
+        break;
+      }
+      done += static_cast<uint64_t>(got);
+      CAIRN_RETURN_IF_ERROR(Scan(data_, old));
+    }
+    struct stat after {};
+    if (::fstat(item.fd.get(), &after) == 0 &&
+        (after.st_size != item.st.st_size || Nanos(after.st_mtim) != Nanos(item.st.st_mtim) ||
+         Nanos(after.st_ctim) != Nanos(item.st.st_ctim))) {
+      changed = true;
+    }
+    if (changed) {
+      stats_.changed++;
+      log_.Warn("/{} changed while it was read; stored {} bytes as read", e.path, done);
+    }
+    ::posix_fadvise(item.fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+    item.fd.Reset();
+    e.size = done;
+    last_file_end_ = e.payload_offset + done;
+    stats_.bytes += done;
+    stats_.read_bytes += done;
+    return Status::Ok();
+  }
+
+  // Unchanged since the previous snapshot: append the previous chunks that
+  // hold the file (after a forced cut), unless the last ones appended
+  // already hold its start.
+  Status Reuse(Entry& e, uint64_t old_offset) {
+    const index::DynamicIndex& old = prev_->data();
+    if (old_offset + e.size > old.size() || old_offset + e.size < old_offset) {
+      return DataLossError(fmt::format("previous snapshot: /{} lies outside its payload", e.path));
+    }
+    size_t first = old.FindChunk(old_offset);
+    size_t last = old.FindChunk(old_offset + e.size - 1);
+    if (data_.cur.empty() && last_injected_ != kNone && first == last_injected_) {
+      e.payload_offset = last_injected_start_ + (old_offset - old.ChunkStart(first));
+      first++;
+    } else {
+      CAIRN_RETURN_IF_ERROR(Cut(data_));
+      e.payload_offset = data_.end + (old_offset - old.ChunkStart(first));
+    }
+    for (size_t i = first; i <= last; ++i) {
+      uint32_t len = old.ChunkLength(i);
+      last_injected_start_ = data_.end;
+      data_.end += len;
+      data_.entries.push_back({data_.end, old.digest(i)});
+      injected_bytes_ += len;
+    }
+    last_injected_ = last;
+    stats_.reused_files++;
+    stats_.reused_bytes += e.size;
+    stats_.bytes += e.size;
+    if (options_.progress != nullptr) options_.progress->Add(e.size);
+    return Status::Ok();
+  }
+
+  Status AppendMeta(ByteSpan piece) {
+    size_t old = meta_.cur.size();
+    meta_.cur.insert(meta_.cur.end(), piece.begin(), piece.end());
+    return Scan(meta_, old);
+  }
+
+  // Looks for cuts in s.cur[from, end): every cut sends a chunk on.
+  Status Scan(Stream& s, size_t from) {
+    if (s.payload) last_injected_ = kNone;
+    while (from < s.cur.size()) {
+      size_t cut = s.chunker.FindCut(ByteSpan(s.cur).subspan(from));
+      if (cut == 0) break;
+      size_t chunk_end = from + cut;
+      Bytes rest = pool_.Take();
+      rest.assign(s.cur.begin() + static_cast<std::ptrdiff_t>(chunk_end), s.cur.end());
+      s.cur.resize(chunk_end);
+      CAIRN_RETURN_IF_ERROR(Send(s));
+      s.cur = std::move(rest);
+      from = 0;
+    }
+    return Status::Ok();
+  }
+
+  // Ends the current chunk of `s` here (a forced cut).
+  Status Cut(Stream& s) {
+    if (!s.cur.empty()) CAIRN_RETURN_IF_ERROR(Send(s));
+    s.chunker.Reset();
+    return Status::Ok();
+  }
+
+  // Sends s.cur as the next chunk of `s`; s.cur is a fresh buffer after.
+  Status Send(Stream& s) {
+    s.end += s.cur.size();
+    s.entries.push_back({s.end, {}});
+    ChunkWork work{&s.entries.back(), std::move(s.cur), s.payload};
+    s.cur = pool_.Take();
+    s.cur.clear();
+    if (!chunk_queue_.Push(std::move(work))) return Cancelled();
+    return Status::Ok();
+  }
+
+  // ---- CPU workers ----
+
+  Status HashWorker() {
+    thread_local Bytes stored;
+    while (auto work = chunk_queue_.Pop()) {
+      const Bytes& data = work->data;
+      crypto::Digest id = IsAllZero(data) ? ZeroDigest(data.size()) : crypto::Sha256(data);
+      work->slot->digest = id;
+      if (Claim(id) && !known_.contains(id)) {
+        CAIRN_ASSIGN_OR_RETURN(bool present, store_.chunks().Contains(id));
+        if (!present) {
+          CAIRN_RETURN_IF_ERROR(blob::EncodeInto(data, {}, &stored));
+          CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, store_.chunks().Insert(id, stored));
+          if (r.inserted) {
+            new_chunks_.fetch_add(1, std::memory_order_relaxed);
+            new_bytes_.fetch_add(data.size(), std::memory_order_relaxed);
+            stored_bytes_.fetch_add(r.stored_bytes, std::memory_order_relaxed);
+          }
+        }
+      }
+      if (work->payload && options_.progress != nullptr) options_.progress->Add(data.size());
+      pool_.Give(std::move(work->data));
+    }
+    return Status::Ok();
+  }
+
+  bool Claim(const crypto::Digest& id) {
+    std::lock_guard lock(mu_);
+    return claimed_.insert(id).second;
+  }
+
+  crypto::Digest ZeroDigest(size_t length) {
+    {
+      std::lock_guard lock(mu_);
+      auto it = zero_digests_.find(length);
+      if (it != zero_digests_.end()) return it->second;
+    }
+    crypto::Digest d = crypto::Sha256(Bytes(length, 0));
+    std::lock_guard lock(mu_);
+    zero_digests_.emplace(length, d);
+    return d;
+  }
+
+  static constexpr size_t kNone = ~size_t{0};
+
+  const datastore::Datastore& store_;
+  const TreeBackupOptions& options_;
+  Logger& log_;
+  std::unique_ptr<PreviousTree> prev_;  // walker thread only (Seek)
+  TreeStats& stats_;                    // chunker thread, then Run
+  const int workers_;
+  DigestSet known_;  // read-only once running
+  pipeline::BoundedQueue<WalkItem> walk_queue_;
+  pipeline::BoundedQueue<ChunkWork> chunk_queue_;
+  pipeline::BufferPool pool_;
+
+  // Walker thread.
+  std::map<std::pair<uint64_t, uint64_t>, std::string> links_;  // (dev, ino) -> first path
+  std::atomic<uint64_t> dirs_{0}, skipped_{0};
+
+  // Chunker thread.
+  Stream data_{true};
+  Stream meta_{false};
+  tree::TreeEncoder encoder_;
+  size_t last_injected_ = kNone;  // previous chunk appended last, while nothing followed it
+  uint64_t last_injected_start_ = 0;
+  uint64_t injected_bytes_ = 0;
+  uint64_t last_file_end_ = 0;  // payload end of the last file entry
+
+  // Workers.
+  std::mutex mu_;
+  DigestSet claimed_;                                 // GUARDED_BY(mu_)
+  std::unordered_map<size_t, crypto::Digest> zero_digests_;  // GUARDED_BY(mu_)
+  std::atomic<uint64_t> new_chunks_{0}, new_bytes_{0}, stored_bytes_{0};
+};
+
+}  // namespace
+
+Status BackupTree(const datastore::Datastore& store, datastore::SnapshotWriter& writer,
+                  const std::optional<datastore::SnapshotRef>& prev, const std::string& name,
+                  const std::string& source_dir, const TreeBackupOptions& options,
+                  TreeStats* stats) {
+  std::unique_ptr<PreviousTree> base;
+  if (prev) base = PreviousTree::Open(store, *prev, name, *options.logger);
+  if (options.progress != nullptr) options.progress->StartPhase("backup", 0);
+  TreeJob job(store, options, std::move(base), stats);
+  index::DynamicIndex meta;
+  index::DynamicIndex data;
+  CAIRN_RETURN_IF_ERROR(job.Run(source_dir, &meta, &data));
+  return writer.AddTree(name, meta, data);
+}
+
+}  // namespace cairn::backup

@@ -12,13 +12,58 @@ struct BackupArgs {
   std::string id;
   std::string time;
   std::vector<std::string> archives;
+  std::vector<std::string> excludes;
+  std::vector<std::string> exclude_files;
+  bool cross_fs = false;
+  bool no_xattrs = false;
 };
+
+// Patterns from an exclude file: one per line; blank lines and lines
+// starting with '#' are ignored.
+Status ReadExcludeFile(Env& env, const std::string& path, std::vector<std::string>* out) {
+  auto data = ReadWholeFile(env, path, 16u << 20);
+  if (!data.ok()) return data.status().WithContext("exclude file");
+  std::string_view text = AsStringView(*data);
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    if (line.empty() || line.front() == '#') continue;
+    out->emplace_back(line);
+  }
+  return Status::Ok();
+}
 
 nlohmann::json ArchiveJson(const backup::ArchiveReport& a) {
   const auto& s = a.stats;
+  if (a.kind == index::ArchiveKind::kTree) {
+    const auto& t = a.tree;
+    return {{"name", a.name},
+            {"source", a.source},
+            {"kind", "tree"},
+            {"bytes", t.bytes},
+            {"seconds", a.seconds},
+            {"mib_per_s", MiBPerSecond(t.bytes, a.seconds)},
+            {"entries", t.entries},
+            {"files", t.files},
+            {"dirs", t.dirs},
+            {"read_bytes", t.read_bytes},
+            {"reused_files", t.reused_files},
+            {"reused_bytes", t.reused_bytes},
+            {"padding_bytes", t.padding_bytes},
+            {"chunks", t.chunks},
+            {"new_chunks", t.new_chunks},
+            {"new_bytes", t.new_bytes},
+            {"stored_bytes", t.stored_bytes},
+            {"meta_bytes", t.meta_bytes},
+            {"skipped", t.skipped},
+            {"changed", t.changed},
+            {"dedup_base", a.had_base}};
+  }
   return {{"name", a.name},
           {"source", a.source},
-          {"kind", a.kind == index::ArchiveKind::kImage ? "img" : "blob"},
+          {"kind", index::ArchiveKindName(a.kind)},
           {"bytes", s.bytes},
           {"seconds", a.seconds},
           {"mib_per_s", MiBPerSecond(s.bytes, a.seconds)},
@@ -36,6 +81,18 @@ void PrintArchiveLine(const backup::ArchiveReport& a) {
   const auto& s = a.stats;
   if (a.kind == index::ArchiveKind::kBlob) {
     fmt::print("  {:<16} {} stored whole from {}\n", a.name, HumanBytes(s.bytes), a.source);
+    return;
+  }
+  if (a.kind == index::ArchiveKind::kTree) {
+    const auto& t = a.tree;
+    fmt::print(
+        "  {:<16} {} in {} files, {} dirs, {:.2f} s ({}): {} read, {} files unchanged, "
+        "{} new ({} -> {} stored){}{}\n",
+        a.name, HumanBytes(t.bytes), t.files, t.dirs, a.seconds, HumanRate(t.bytes, a.seconds),
+        HumanBytes(t.read_bytes), t.reused_files, t.new_chunks, HumanBytes(t.new_bytes),
+        HumanBytes(t.stored_bytes),
+        t.skipped > 0 ? fmt::format(", {} skipped", t.skipped) : "",
+        t.changed > 0 ? fmt::format(", {} changed while read", t.changed) : "");
     return;
   }
   fmt::print("  {:<16} {} in {:.2f} s ({}): {} chunks, {} new ({} -> {} stored), {} reused, {} zero\n",
@@ -58,6 +115,12 @@ void Run(Context& ctx, const BackupArgs& args) {
     if (!t.ok()) return Fail(ctx, t.status());
     options.time = *t;
   }
+  options.tree.excludes = args.excludes;
+  for (const auto& file : args.exclude_files) {
+    if (Status st = ReadExcludeFile(*ctx.env, file, &options.tree.excludes); !st.ok()) return Fail(ctx, st);
+  }
+  options.tree.cross_filesystems = args.cross_fs;
+  options.tree.xattrs = !args.no_xattrs;
   for (const auto& text : args.archives) {
     auto spec = backup::ParseArchiveSpec(text);
     if (!spec.ok()) return Fail(ctx, spec.status());
@@ -105,8 +168,17 @@ void RegisterBackup(CLI::App& app, Context& ctx) {
       ->required();
   cmd->add_option("--time", args->time, "snapshot time, RFC 3339 UTC (default: now)");
   cmd->add_option("ARCHIVE", args->archives,
-                  "NAME.img=FILE|DEVICE or NAME.blob=SMALLFILE, one or more")
+                  "NAME.img=FILE|DEVICE, NAME.tree=DIRECTORY or NAME.blob=SMALLFILE, one or more")
       ->required();
+  cmd->add_option("--exclude", args->excludes,
+                  "leave out paths matching a glob (trees; with '/': matched against the path "
+                  "from the tree's root, without: against each name); repeatable");
+  cmd->add_option("--exclude-file", args->exclude_files,
+                  "read --exclude patterns from a file, one per line ('#' comments)");
+  cmd->add_flag("--cross-fs", args->cross_fs,
+                "descend into other filesystems mounted below a tree's root (default: stay on "
+                "one filesystem)");
+  cmd->add_flag("--no-xattrs", args->no_xattrs, "do not record extended attributes and ACLs");
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }
 

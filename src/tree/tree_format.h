@@ -21,6 +21,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -40,7 +41,7 @@ enum class EntryKind : uint8_t {
 };
 
 inline constexpr size_t kMaxNameLength = 255;
-inline constexpr size_t kMaxPathLength = 4095;   // relative path, bytes
+inline constexpr size_t kMaxPathLength = 4095;  // relative path, bytes
 inline constexpr size_t kMaxDepth = 1024;
 inline constexpr size_t kMaxXattrValue = 64u << 10;
 inline constexpr size_t kMaxXattrs = 1024;
@@ -63,15 +64,20 @@ struct Entry {
   uint32_t mode = 0;  // permission bits and setuid/setgid/sticky (07777)
   uint32_t uid = 0;
   uint32_t gid = 0;
-  std::string user;   // owner name at backup time, "" when unknown
-  std::string group;  // group name at backup time, "" when unknown
-  int64_t mtime_ns = 0;  // nanoseconds since the Unix epoch
+  std::string user;           // owner name at backup time, "" when unknown
+  std::string group;          // group name at backup time, "" when unknown
+  int64_t mtime_ns = 0;       // nanoseconds since the Unix epoch
   std::vector<Xattr> xattrs;  // sorted by name, names unique; ACLs are here
 
   // kFile: content is payload[payload_offset, payload_offset + size).
   uint64_t size = 0;
   uint64_t payload_offset = 0;
   bool linked = false;  // kFile: other kHardlink entries may name it
+  // kFile, for the next backup's change detection only (never restored):
+  // the source's inode number and ctime when it was read (encoded after
+  // the flags byte: varint inode, zigzag ctime_ns).
+  uint64_t inode = 0;
+  int64_t ctime_ns = 0;
 
   // kSymlink: the link's target, as stored (may be absolute; it is never
   // followed by restore). kHardlink: path of the earlier linked kFile.
@@ -101,15 +107,24 @@ class TreeEncoder {
   uint64_t bytes_written() const { return bytes_written_; }
 
  private:
+  struct OpenDir {
+    std::string path;
+    std::string last_child;
+    bool has_child = false;
+  };
+  // Checks `e` as the next entry; sets `path` to its relative path.
+  Status CheckNext(const Entry& e, std::string* path);
   Status Emit(const Entry& e);
   Status Flush(bool force);
 
   Sink sink_;
   Bytes buf_;
   uint64_t bytes_written_ = 0;
-  std::vector<std::string> last_name_;  // per open directory: last child name
+  std::vector<OpenDir> open_;  // root first
+  std::unordered_set<std::string> linked_files_;
+  uint64_t next_payload_ = 0;  // files start at or after this offset
   bool finished_ = false;
-  bool started_ = false;
+  bool started_ = false;  // the header and root record are written
 };
 
 // Reads the metadata stream, pulling pieces from `source` as needed.
@@ -124,16 +139,30 @@ class TreeDecoder {
   // The next entry in stream order (the root directory first), or nullopt
   // after the root's end with the stream exhausted. Directory ends are not
   // returned. DataLoss on any malformed input (see file comment).
+  // After an error every later call returns the same error.
   Result<std::optional<Entry>> Next();
 
   // Depth of the last returned entry (root 0).
   size_t depth() const { return depth_; }
 
  private:
+  Result<std::optional<Entry>> NextImpl();
+  // Reads pieces until `want` unconsumed bytes are buffered or the source
+  // ends, dropping consumed bytes first.
+  Status Fill(size_t want);
+  Status ReadHeader();
+  // Checks a parsed entry against the stream state and records it.
+  Status Accept(const Entry& e);
+  Status CheckStreamEnd();
+  Status Corrupt(std::string_view what) const;  // DataLoss with the offset
+
   Source source_;
   uint64_t payload_size_;
-  Bytes buf_;
+  Bytes buf_;  // unconsumed bytes start at pos_
   size_t pos_ = 0;
+  uint64_t consumed_ = 0;      // stream bytes dropped from the front of buf_
+  uint64_t record_start_ = 0;  // stream offset of the record being decoded
+  Status error_;
   bool source_done_ = false;
   bool done_ = false;
   bool started_ = false;

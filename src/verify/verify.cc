@@ -33,7 +33,14 @@ static_assert(sizeof(ChunkUse) == 44);
 struct Collected {
   std::vector<std::string> archives;        // "vm/100/… disk0.img"
   std::vector<size_t> archive_snapshot;     // archive → index into snapshots
-  std::vector<uint32_t> archive_chunk_size;  // archive → its chunk size
+  std::vector<uint32_t> archive_chunk_size;  // archive → its chunk size; 0: a tree stream
+  std::vector<std::vector<uint64_t>> archive_ends;  // tree streams: chunk end offsets
+
+  uint64_t Offset(const ChunkUse& use) const {
+    uint32_t cs = archive_chunk_size[use.archive];
+    if (cs != 0) return uint64_t{use.position} * cs;
+    return use.position == 0 ? 0 : archive_ends[use.archive][use.position - 1];
+  }
   std::vector<ChunkUse> uses;
 };
 
@@ -80,6 +87,33 @@ void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx,
       }
       continue;
     }
+    if (entry.kind == index::ArchiveKind::kTree) {
+      auto idx = store.ReadTreeIndexes(snap, entry);
+      if (!idx.ok()) {
+        result.ok = false;
+        ++result.errors;
+        AddProblem(report, "indexes of " + entry.name, idx.status(), {label});
+        continue;
+      }
+      for (const auto* stream : {&idx->meta, &idx->data}) {
+        uint32_t archive = static_cast<uint32_t>(c->archives.size());
+        c->archives.push_back(
+            fmt::format("{} ({})", label, stream == &idx->meta ? "metadata" : "payload"));
+        c->archive_snapshot.push_back(snap_idx);
+        c->archive_chunk_size.push_back(0);
+        std::vector<uint64_t> ends;
+        ends.reserve(stream->chunk_count());
+        for (size_t i = 0; i < stream->chunk_count(); ++i) {
+          ends.push_back(stream->entry(i).end);
+          c->uses.push_back(ChunkUse{stream->digest(i), stream->ChunkLength(i), archive,
+                                     static_cast<uint32_t>(i)});
+        }
+        c->archive_ends.resize(c->archives.size());
+        c->archive_ends.back() = std::move(ends);
+        result.chunks += stream->chunk_count();
+      }
+      continue;
+    }
     auto idx = store.ReadImageIndex(snap, entry);
     if (!idx.ok()) {
       result.ok = false;
@@ -91,6 +125,7 @@ void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx,
     c->archives.push_back(label);
     c->archive_snapshot.push_back(snap_idx);
     c->archive_chunk_size.push_back(idx->chunk_size());
+    c->archive_ends.resize(c->archives.size());
     for (size_t i = 0; i < idx->chunk_count(); ++i) {
       c->uses.push_back(
           ChunkUse{idx->digest(i), idx->ChunkLength(i), archive, static_cast<uint32_t>(i)});
@@ -475,8 +510,7 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
       std::map<uint32_t, std::vector<uint64_t>> by_archive;  // archive → offsets
       for (size_t k = i; k < j; ++k) {
         const ChunkUse& use = c.uses[k];
-        by_archive[use.archive].push_back(uint64_t{use.position} *
-                                          c.archive_chunk_size[use.archive]);
+        by_archive[use.archive].push_back(c.Offset(use));
       }
       std::map<std::string, std::vector<std::pair<uint64_t, uint32_t>>> ranges;
       std::vector<size_t> snaps;

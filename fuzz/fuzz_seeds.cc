@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "blob/blob.h"
+#include "index/dynamic_index.h"
 #include "index/fixed_index.h"
 #include "index/manifest.h"
+#include "tree/tree_format.h"
 
 namespace {
 
@@ -37,6 +39,75 @@ Bytes Pattern(size_t n, uint32_t seed) {
 }
 
 cairn::crypto::Digest DigestOf(uint32_t i) { return cairn::crypto::Sha256(Pattern(8, i)); }
+
+// Dynamic indexes: empty stream, one one-byte chunk, chunks of the default
+// chunker sizes with a short tail, and one chunk of the largest size.
+bool WriteDynamicIndexSeeds(const std::filesystem::path& out, int& n) {
+  const auto dir = out / "dynamic_index_fuzz";
+  bool ok = true;
+  for (const std::vector<uint64_t>& lengths : {std::vector<uint64_t>{},
+                                               {1},
+                                               {512u << 10, 2u << 20, 8u << 20, 100},
+                                               {cairn::blob::kMaxRawSize}}) {
+    std::vector<cairn::index::DynamicEntry> entries;
+    uint64_t end = 0;
+    for (uint64_t len : lengths) {
+      end += len;
+      entries.push_back({end, DigestOf(static_cast<uint32_t>(entries.size()))});
+    }
+    ok = ok && Write(dir, n++, cairn::index::DynamicIndex(std::move(entries)).Encode());
+  }
+  return ok;
+}
+
+// Tree metadata streams, each after its payload size (8 bytes, LE): the root
+// alone, and a tree with every kind, xattrs and a hardlink.
+bool WriteTreeSeeds(const std::filesystem::path& out, int& n) {
+  using cairn::tree::Entry;
+  using cairn::tree::EntryKind;
+  auto make = [](EntryKind kind, std::string path) {
+    Entry e;
+    e.kind = kind;
+    e.path = std::move(path);
+    e.mode = kind == EntryKind::kDirectory ? 0755 : 0644;
+    e.uid = 1000;
+    e.gid = 100;
+    e.user = "alice";
+    e.group = "users";
+    e.mtime_ns = 1'700'000'000'123'456'789;
+    return e;
+  };
+  std::vector<Entry> full = {make(EntryKind::kDirectory, "")};
+  full[0].xattrs = {{"user.note", "root"}};
+  full.push_back(make(EntryKind::kFile, "a"));
+  full.back().size = 10;
+  full.push_back(make(EntryKind::kDirectory, "d"));
+  full.push_back(make(EntryKind::kFile, "d/f"));
+  full.back().payload_offset = 10;
+  full.back().size = 5;
+  full.back().linked = true;
+  full.back().inode = 131077;
+  full.back().ctime_ns = 1'700'000'001'000'000'000;
+  full.push_back(make(EntryKind::kBlockDevice, "d/sda"));
+  full.back().rdev = 0x801;
+  full.push_back(make(EntryKind::kFifo, "d/z"));
+  full.push_back(make(EntryKind::kHardlink, "h"));
+  full.back().link_target = "d/f";
+  full.push_back(make(EntryKind::kSymlink, "s"));
+  full.back().link_target = "../etc/hosts";
+  const auto dir = out / "tree_fuzz";
+  bool ok = true;
+  for (const auto& [tree, payload] :
+       {std::pair{std::vector<Entry>{full[0]}, uint64_t{0}}, std::pair{full, uint64_t{15}}}) {
+    auto stream = cairn::tree::EncodeTree(tree);
+    if (!stream.ok()) return false;
+    Bytes seed(8);
+    for (int i = 0; i < 8; ++i) seed[i] = static_cast<uint8_t>(payload >> (8 * i));
+    seed.insert(seed.end(), stream->begin(), stream->end());
+    ok = ok && Write(dir, n++, seed);
+  }
+  return ok;
+}
 
 }  // namespace
 
@@ -88,6 +159,9 @@ int main(int argc, char** argv) {
   ok = ok && Write(man_dir, n++, cairn::AsBytes(json_full));
   auto stored = cairn::index::EncodeManifest(m);
   ok = ok && stored.ok() && Write(man_dir, n++, *stored);
+
+  ok = WriteDynamicIndexSeeds(out, n) && ok;
+  ok = WriteTreeSeeds(out, n) && ok;
 
   if (!ok) {
     std::fprintf(stderr, "fuzz_seeds: failed writing seeds under %s\n", argv[1]);

@@ -1,7 +1,7 @@
 // Writes seed corpora for the fuzz targets: valid encodings of each format,
 // so the fuzzers start from inputs that reach deep into the decoders.
 //
-//   fuzz_seeds OUT_DIR   → OUT_DIR/{blob,fixed_index,manifest}_fuzz/seed-N
+//   fuzz_seeds OUT_DIR   → OUT_DIR/{blob,fixed_index,manifest,dynamic_index,tree}_fuzz/seed-N
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

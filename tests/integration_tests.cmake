@@ -18,7 +18,7 @@ add_executable(cairn_integration_tests
 target_compile_definitions(cairn_integration_tests PRIVATE
   CAIRN_BINARY="$<TARGET_FILE:cairn>")
 target_link_libraries(cairn_integration_tests PRIVATE
-  GTest::gtest_main nlohmann_json::nlohmann_json OpenSSL::Crypto Threads::Threads)
+  GTest::gtest_main nlohmann_json::nlohmann_json OpenSSL::Crypto Threads::Threads cairn_index)
 add_dependencies(cairn_integration_tests cairn)
 gtest_discover_tests(cairn_integration_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
 # GCC 12 at -O1 with sanitizers reports a false maybe-uninitialized inside

@@ -1,6 +1,7 @@
 // cairn restore -r REPO SNAPSHOT ARCHIVE TARGET [--overwrite | --in-place]
 // cairn restore -r REPO SNAPSHOT --all DIR
 // cairn restore -r REPO SNAPSHOT (ARCHIVE | --all) --rehearse
+// cairn restore -r REPO SNAPSHOT NAME.tree DIR [--include PATTERN]...
 //   [--jobs auto|N] [--memory SIZE] [--json]
 #include <fmt/format.h>
 
@@ -21,6 +22,7 @@ struct RestoreArgs {
   bool rehearse = false;
   std::string jobs = "auto";
   std::string memory = "256M";
+  std::vector<std::string> includes;
   BenchOptions bench;
   CLI::Option* all = nullptr;
 };
@@ -62,6 +64,7 @@ Status Check(const RestoreArgs& args, restore::RestoreRequest* request) {
   request->overwrite = args.overwrite;
   request->in_place = args.in_place;
   request->rehearse = args.rehearse;
+  request->includes = args.includes;
   CAIRN_ASSIGN_OR_RETURN(request->jobs, ParseJobs(args.jobs));
   request->cpu_workers = args.bench.cpu_workers;
   return Status::Ok();
@@ -71,10 +74,40 @@ double MBPerSecond(uint64_t bytes, double secs) {
   return secs > 0 ? static_cast<double>(bytes) / 1e6 / secs : 0;
 }
 
+const char* KindWord(index::ArchiveKind kind) {
+  switch (kind) {
+    case index::ArchiveKind::kImage: return "image";
+    case index::ArchiveKind::kBlob: return "blob";
+    case index::ArchiveKind::kTree: return "tree";
+  }
+  return "image";
+}
+
+nlohmann::json TreeJson(const restore::ArchiveResult& a) {
+  const auto& t = a.tree;
+  return {{"archive", a.archive},
+          {"kind", "tree"},
+          {"target", a.target},
+          {"entries", t.entries},
+          {"files", t.files},
+          {"dirs", t.dirs},
+          {"symlinks", t.symlinks},
+          {"hardlinks", t.hardlinks},
+          {"specials", t.specials},
+          {"bytes", t.bytes},
+          {"fetched_bytes", t.fetched_bytes},
+          {"chunks", t.chunks},
+          {"zero_bytes", t.zero_bytes},
+          {"seconds", t.seconds},
+          {"mib_per_s", MiBPerSecond(t.bytes, t.seconds)},
+          {"warnings", t.warnings}};
+}
+
 nlohmann::json ArchiveJson(const restore::ArchiveResult& a) {
+  if (a.kind == index::ArchiveKind::kTree) return TreeJson(a);
   const auto& s = a.stats;
   return {{"archive", a.archive},
-          {"kind", a.kind == index::ArchiveKind::kImage ? "image" : "blob"},
+          {"kind", KindWord(a.kind)},
           {"target", a.target},
           {"bytes", s.bytes},
           {"seconds", s.seconds},
@@ -136,11 +169,37 @@ void PrintJsonReport(const restore::RestoreReport& report, const restore::Restor
   PrintJson(j);
 }
 
+void PrintTree(FILE* out, const restore::ArchiveResult& a, const restore::RestoreRequest& request) {
+  const auto& t = a.tree;
+  for (const std::string& w : t.warnings) fmt::print(stderr, "cairn: warning: {}\n", w);
+  fmt::print(out,
+             "{} {}: {} entries ({} files, {} dirs, {} symlinks, {} hardlinks, {} other){}; "
+             "fetched {} ({} chunks), zero {}\n",
+             request.rehearse ? "rehearsed" : "restored", a.archive, t.entries, t.files, t.dirs,
+             t.symlinks, t.hardlinks, t.specials, a.target.empty() ? "" : " to " + a.target,
+             HumanBytes(t.fetched_bytes), t.chunks, HumanBytes(t.zero_bytes));
+  if (request.rehearse) {
+    fmt::print(out,
+               "rehearsal tree {} complete (files={}, dirs={}, bytes={}, duration={:.2f} s, "
+               "speed={:.2f} MB/s): nothing written\n",
+               a.archive, t.files, t.dirs, t.bytes, t.seconds, MBPerSecond(t.bytes, t.seconds));
+  } else {
+    fmt::print(out,
+               "restore tree complete (files={}, dirs={}, bytes={}, duration={:.2f} s, "
+               "speed={:.2f} MB/s)\n",
+               t.files, t.dirs, t.bytes, t.seconds, MBPerSecond(t.bytes, t.seconds));
+  }
+}
+
 void PrintHuman(FILE* out, const restore::RestoreReport& report,
                 const restore::RestoreRequest& request) {
   for (const auto& a : report.archives) {
+    if (a.kind == index::ArchiveKind::kTree) {
+      PrintTree(out, a, request);
+      continue;
+    }
     const auto& s = a.stats;
-    const char* kind = a.kind == index::ArchiveKind::kImage ? "image" : "blob";
+    const char* kind = KindWord(a.kind);
     if (a.kind == index::ArchiveKind::kBlob) {
       fmt::print(out, "{} {}: {}{}\n", request.rehearse ? "rehearsed" : "restored", a.archive,
                  HumanBytes(s.bytes), a.target.empty() ? "" : " to " + a.target);
@@ -202,10 +261,10 @@ void RegisterRestore(CLI::App& app, Context& ctx) {
   AddRepoOptions(cmd, ctx);
   AddJsonOption(cmd, ctx);
   cmd->add_option("SNAPSHOT", args->snapshot, "TYPE/ID/TIME or TYPE/ID/latest")->required();
-  cmd->add_option("ARCHIVE", args->archive, "archive name, like disk0.img");
+  cmd->add_option("ARCHIVE", args->archive, "archive name, like disk0.img or root.tree");
   cmd->add_option("TARGET", args->target,
                   "new file, existing file or block device (with --overwrite or --in-place), "
-                  "or - for stdout");
+                  "or - for stdout; for a tree, a new or empty directory");
   args->all = cmd->add_option("--all", args->all_dir,
                               "restore every archive of the snapshot into directory DIR at once")
                   ->expected(0, 1)
@@ -219,6 +278,12 @@ void RegisterRestore(CLI::App& app, Context& ctx) {
   cmd->add_flag("--rehearse", args->rehearse,
                 "fetch, decode and check everything but write nothing; report the speed a real "
                 "restore would reach");
+  cmd->add_option("--include", args->includes,
+                  "trees only: restore just the entries matching PATTERN (a glob on the path "
+                  "inside the archive, or on names when it has no '/'), with everything below "
+                  "them and their parent directories; repeatable")
+      ->type_name("PATTERN")
+      ->allow_extra_args(false);
   cmd->add_option("--jobs", args->jobs, "reads in flight: auto (self-tuning, default) or N");
   cmd->add_option("--memory", args->memory,
                   "bytes of chunks in flight at most (default 256M; any image size fits)");

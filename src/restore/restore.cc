@@ -1,5 +1,7 @@
 #include "restore/restore.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace cairn::restore {
@@ -26,6 +28,47 @@ Status CheckBlobTarget(Env& env, const std::string& target, const RestoreRequest
   return Status::Ok();
 }
 
+// Checks a tree's target before any work: a tree restores into a new or
+// empty directory only (RestoreTree checks again when it opens it).
+Status CheckTreeTarget(Env& env, const std::string& target, const RestoreRequest& request) {
+  if (request.rehearse) return Status::Ok();
+  if (target == "-") {
+    return InvalidArgumentError(
+        "a tree archive restores into a directory, not to standard output (use `cairn cat` for "
+        "one file)");
+  }
+  if (request.overwrite || request.in_place) {
+    return InvalidArgumentError(
+        "--overwrite and --in-place are for images and blobs; a tree restores into a new or "
+        "empty directory");
+  }
+  if (target.empty()) return InvalidArgumentError("name the directory to restore the tree into");
+  auto info = env.Stat(target);
+  if (!info.ok()) {
+    return info.status().code() == StatusCode::kNotFound ? Status::Ok() : info.status();
+  }
+  if (!info->is_dir) {
+    return AlreadyExistsError(fmt::format(
+        "target {} exists and is not a directory; a tree restores into a new or empty directory",
+        target));
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, env.ListDir(target));
+  if (!names.empty()) {
+    return AlreadyExistsError(fmt::format(
+        "target {} is not empty; a tree restores into a new or empty directory only", target));
+  }
+  return Status::Ok();
+}
+
+void CopyTreeStats(ArchiveResult* r) {
+  r->stats.bytes = r->tree.bytes;
+  r->stats.fetched_bytes = r->tree.fetched_bytes;
+  r->stats.chunks_fetched = r->tree.chunks;
+  r->stats.zero_bytes = r->tree.zero_bytes;
+  r->stats.seconds = r->tree.seconds;
+  r->stats.jobs_final = r->tree.jobs_final;
+}
+
 Status WriteBlob(Env& env, ByteSpan data, const std::string& target) {
   if (target == "-") {
     CAIRN_ASSIGN_OR_RETURN(auto out, env.OpenStdout());
@@ -42,6 +85,11 @@ std::string AllTargetPath(const std::string& dir, const index::ArchiveEntry& ent
   if (entry.kind == index::ArchiveKind::kBlob && name.size() > kBlob.size() &&
       name.ends_with(kBlob)) {
     name.resize(name.size() - kBlob.size());
+  }
+  constexpr std::string_view kTree = ".tree";
+  if (entry.kind == index::ArchiveKind::kTree && name.size() > kTree.size() &&
+      name.ends_with(kTree)) {
+    name.resize(name.size() - kTree.size());
   }
   return JoinPath(dir, name);
 }
@@ -67,6 +115,14 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
                                        snap.ToString(), request.archive, names));
     }
     entries.push_back(entry);
+  }
+  if (!request.includes.empty() &&
+      std::none_of(entries.begin(), entries.end(), [](const index::ArchiveEntry* e) {
+        return e->kind == index::ArchiveKind::kTree;
+      })) {
+    return InvalidArgumentError(
+        fmt::format("--include selects entries of tree archives; {} has none to restore",
+                    request.all ? "snapshot " + snap.ToString() : "archive " + request.archive));
   }
   bool created_dir = false;
   if (request.all && !request.target.empty()) {
@@ -109,8 +165,15 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
   std::vector<ImageTarget> targets;
   std::vector<size_t> image_results;  // report.archives position of targets[i]
   std::vector<std::pair<size_t, Bytes>> blobs;
+  std::vector<size_t> trees;  // report.archives positions
   for (size_t i = 0; i < entries.size(); ++i) {
     ArchiveResult& r = report.archives[i];
+    if (entries[i]->kind == index::ArchiveKind::kTree) {
+      Status s = CheckTreeTarget(env, r.target, request);
+      if (!s.ok()) return fail(s.WithContext(context(r)));
+      trees.push_back(i);
+      continue;
+    }
     if (entries[i]->kind == index::ArchiveKind::kImage) {
       auto idx = store.ReadImageIndex(snap, *entries[i]);
       if (!idx.ok()) return fail(idx.status().WithContext(context(r)));
@@ -150,6 +213,22 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
     for (size_t k = 0; k < targets.size(); ++k) {
       report.archives[image_results[k]].stats = stats[k];
     }
+  }
+  for (size_t i : trees) {
+    ArchiveResult& r = report.archives[i];
+    TreeRestoreOptions options;
+    options.includes = request.includes;
+    options.rehearse = request.rehearse;
+    options.jobs = request.jobs;
+    options.cpu_workers = request.cpu_workers;
+    options.max_bytes_in_flight = request.max_bytes_in_flight;
+    options.progress = request.progress;
+    store::ChunkSource& source = request.source ? *request.source : store.chunks();
+    // RestoreTree's errors name the snapshot, archive and target already.
+    auto stats = RestoreTree(store, source, snap, *entries[i], r.target, options);
+    if (!stats.ok()) return fail(stats.status());
+    r.tree = std::move(*stats);
+    CopyTreeStats(&r);
   }
   for (auto& [i, data] : blobs) {
     ArchiveResult& r = report.archives[i];

@@ -1,5 +1,8 @@
 // Restore of a snapshot: one archive to a target path, a device or "-", or
 // every archive at once (--all DIR) under one shared pipeline and budget.
+// Tree archives restore into a new or empty directory (restore/tree_restore.h),
+// after the images and before the blobs; they take no --overwrite,
+// --in-place or "-".
 #pragma once
 
 #include <string>
@@ -7,13 +10,14 @@
 
 #include "datastore/datastore.h"
 #include "restore/image_restore.h"
+#include "restore/tree_restore.h"
 
 namespace cairn::restore {
 
 struct RestoreRequest {
   datastore::SnapshotSpec snapshot;
-  std::string archive;  // "disk0.img", "vm.conf.blob"; empty with `all`
-  std::string target;   // path or "-"; with `all`, the directory
+  std::string archive;  // "disk0.img", "vm.conf.blob", "root.tree"; empty with `all`
+  std::string target;   // path or "-" (not for trees); with `all`, the directory
   bool overwrite = false;
   int jobs = 0;  // reads in flight: 0 = auto (adaptive), N = pinned
   // Where chunks are read from; null: the datastore's own chunk store.
@@ -21,19 +25,26 @@ struct RestoreRequest {
   store::ChunkSource* source = nullptr;
   int cpu_workers = 0;  // checking threads; 0: one per core
   // Every archive of the snapshot into the directory `target`: images as
-  // DIR/NAME.img, blobs as DIR/NAME without ".blob".
+  // DIR/NAME.img, blobs as DIR/NAME without ".blob", trees into DIR/NAME
+  // without ".tree".
   bool all = false;
   bool in_place = false;  // rewrite only the chunks of an existing target that differ
   bool rehearse = false;  // fetch, decode and check everything; write nothing
   uint64_t max_bytes_in_flight = uint64_t{256} << 20;
   pipeline::Progress* progress = nullptr;  // optional
+  // Trees only: restore just the entries matching these patterns (and
+  // their ancestors); see TreeRestoreOptions::includes.
+  std::vector<std::string> includes;
 };
 
 struct ArchiveResult {
   std::string archive;
   std::string target;
   index::ArchiveKind kind = index::ArchiveKind::kImage;
-  ImageRestoreStats stats;  // blobs: bytes, written_bytes and seconds
+  // Blobs: bytes, written_bytes and seconds. Trees: bytes, fetched_bytes,
+  // chunks_fetched, zero_bytes and seconds, copied from `tree`.
+  ImageRestoreStats stats;
+  TreeRestoreStats tree;  // trees only
 };
 
 struct RestoreReport {

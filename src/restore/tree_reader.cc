@@ -1,1 +1,246 @@
 #include "restore/tree_reader.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "blob/blob.h"
+#include "index/fixed_index.h"
+#include "pipeline/fetch_pipeline.h"
+
+namespace cairn::restore {
+namespace {
+
+// Plaintext bytes of payload chunks one ReadPayload window holds at most.
+constexpr uint64_t kPayloadWindowBytes = uint64_t{64} << 20;
+
+// The zero ids of the recurring chunk lengths of a payload index, each
+// computed when first asked for (see the file comment of the header).
+class ZeroChunks {
+ public:
+  bool IsZero(const index::DynamicIndex& idx, size_t i) {
+    if (!candidates_ready_) FindCandidates(idx);
+    auto it = digests_.find(idx.ChunkLength(i));
+    if (it == digests_.end()) return false;
+    if (!it->second.has_value()) it->second = index::ZeroChunkDigest(it->first);
+    return *it->second == idx.digest(i);
+  }
+
+ private:
+  // The kMaxZeroLengths most frequent lengths that occur more than once.
+  void FindCandidates(const index::DynamicIndex& idx) {
+    candidates_ready_ = true;
+    std::vector<uint32_t> lengths(idx.chunk_count());
+    for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = idx.ChunkLength(i);
+    std::sort(lengths.begin(), lengths.end());
+    std::vector<std::pair<size_t, uint32_t>> runs;  // (count, length)
+    for (size_t i = 0; i < lengths.size();) {
+      size_t j = i;
+      while (j < lengths.size() && lengths[j] == lengths[i]) ++j;
+      if (j - i > 1) runs.emplace_back(j - i, lengths[i]);
+      i = j;
+    }
+    size_t keep = std::min(runs.size(), TreeArchiveReader::kMaxZeroLengths);
+    std::partial_sort(runs.begin(), runs.begin() + keep, runs.end(), std::greater<>());
+    for (size_t k = 0; k < keep; ++k) digests_.emplace(runs[k].second, std::nullopt);
+  }
+
+  bool candidates_ready_ = false;
+  std::unordered_map<uint32_t, std::optional<crypto::Digest>> digests_;
+};
+
+// Splits "a/b/c" into its components (none for "").
+std::vector<std::string_view> Components(std::string_view path) {
+  std::vector<std::string_view> out;
+  while (!path.empty()) {
+    size_t slash = path.find('/');
+    out.push_back(path.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, Bytes* out) {
+  Status s = source.ReadInto(id, out);
+  if (s.code() == StatusCode::kNotFound) return DataLossError(std::string(s.message()));
+  return s;
+}
+
+Result<ByteSpan> DecodeCheckedChunk(const Bytes& stored, const crypto::Digest& id,
+                                    uint32_t length, Bytes* scratch) {
+  auto plain = blob::DecodeChunkView(stored, id, scratch);
+  if (!plain.ok()) {
+    return plain.status().WithContext(fmt::format("chunk {}", crypto::DigestHex(id)));
+  }
+  if (plain->size() != length) {
+    return DataLossError(fmt::format("chunk {}: {} bytes, the index needs {}",
+                                     crypto::DigestHex(id), plain->size(), length));
+  }
+  return plain;
+}
+
+int CompareTreePaths(std::string_view a, std::string_view b) {
+  std::vector<std::string_view> ca = Components(a), cb = Components(b);
+  for (size_t i = 0; i < ca.size() && i < cb.size(); ++i) {
+    if (int c = ca[i].compare(cb[i]); c != 0) return c < 0 ? -1 : 1;
+  }
+  if (ca.size() == cb.size()) return 0;
+  return ca.size() < cb.size() ? -1 : 1;
+}
+
+struct TreeArchiveReader::Impl {
+  Impl(store::ChunkSource& source, datastore::Datastore::TreeIndexes indexes,
+       std::string description)
+      : source(source), indexes(std::move(indexes)), description(std::move(description)),
+        controller(pipeline::ConcurrencyController::Options::ForJobs(
+            0, source.Traits().initial_reads_in_flight)) {}
+
+  // The decoder's source: the next metadata chunk's plaintext, checked.
+  Result<ByteSpan> NextMetaChunk() {
+    const index::DynamicIndex& meta = indexes.meta;
+    if (meta_next >= meta.chunk_count()) return ByteSpan();
+    size_t i = meta_next++;
+    CAIRN_RETURN_IF_ERROR(ReadStoredChunk(source, meta.digest(i), &stored));
+    auto plain = DecodeCheckedChunk(stored, meta.digest(i), meta.ChunkLength(i), &scratch);
+    if (!plain.ok()) {
+      return plain.status().WithContext(fmt::format("metadata chunk {}", i));
+    }
+    return *plain;
+  }
+
+  void Restart() {
+    meta_next = 0;
+    decoder = std::make_unique<tree::TreeDecoder>([this] { return NextMetaChunk(); },
+                                                  indexes.data.size());
+  }
+
+  store::ChunkSource& source;
+  datastore::Datastore::TreeIndexes indexes;
+  std::string description;
+  pipeline::ConcurrencyController controller;  // payload reads: tuned across calls
+  ZeroChunks zero;
+  std::unique_ptr<tree::TreeDecoder> decoder;
+  size_t meta_next = 0;  // next metadata chunk to fetch
+  Bytes stored;          // the current metadata chunk, as stored
+  Bytes scratch;         // ... and decompressed
+};
+
+TreeArchiveReader::TreeArchiveReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TreeArchiveReader::~TreeArchiveReader() = default;
+
+Result<std::unique_ptr<TreeArchiveReader>> TreeArchiveReader::Open(
+    const datastore::Datastore& store, store::ChunkSource& source,
+    const datastore::SnapshotRef& snap, const index::ArchiveEntry& entry) {
+  if (entry.kind != index::ArchiveKind::kTree) {
+    return InvalidArgumentError(fmt::format("archive {} of {} is a {} archive, not a tree",
+                                            entry.name, snap.ToString(),
+                                            index::ArchiveKindName(entry.kind)));
+  }
+  CAIRN_ASSIGN_OR_RETURN(datastore::Datastore::TreeIndexes indexes,
+                         store.ReadTreeIndexes(snap, entry));
+  auto impl = std::make_unique<Impl>(
+      source, std::move(indexes), fmt::format("archive {} of {}", entry.name, snap.ToString()));
+  impl->Restart();
+  return std::unique_ptr<TreeArchiveReader>(new TreeArchiveReader(std::move(impl)));
+}
+
+Result<std::optional<tree::Entry>> TreeArchiveReader::Next() {
+  auto e = impl_->decoder->Next();
+  if (!e.ok()) return e.status().WithContext(impl_->description);
+  return e;
+}
+
+void TreeArchiveReader::Restart() { impl_->Restart(); }
+
+Result<tree::Entry> TreeArchiveReader::Find(const std::string& path) {
+  Restart();
+  while (true) {
+    CAIRN_ASSIGN_OR_RETURN(std::optional<tree::Entry> e, Next());
+    if (!e.has_value()) break;
+    int c = CompareTreePaths(e->path, path);
+    if (c == 0) return std::move(*e);
+    if (c > 0) break;  // pre-order with sorted names: it would have come by now
+  }
+  return NotFoundError(fmt::format("{} has no entry {}", impl_->description, path));
+}
+
+Status TreeArchiveReader::ReadPayload(uint64_t offset, uint64_t size,
+                                      const std::function<Status(ByteSpan)>& out) {
+  const index::DynamicIndex& idx = impl_->indexes.data;
+  if (offset > idx.size() || size > idx.size() - offset) {
+    return OutOfRangeError(fmt::format("{}: payload range [{}, {}) outside the stream of {} bytes",
+                                       impl_->description, offset, offset + size, idx.size()));
+  }
+  if (size == 0) return Status::Ok();
+  const uint64_t end = offset + size;
+  const size_t last = idx.FindChunk(end - 1);
+  Bytes zeros;
+  for (size_t begin = idx.FindChunk(offset); begin <= last;) {
+    // A window of chunks, each distinct non-zero id fetched once.
+    size_t stop = begin;
+    uint64_t window_bytes = 0;
+    std::vector<size_t> fetch;  // chunk positions to fetch
+    std::unordered_map<crypto::Digest, size_t, crypto::DigestHash> slot_of;
+    while (stop <= last &&
+           (stop == begin || window_bytes + idx.ChunkLength(stop) <= kPayloadWindowBytes)) {
+      window_bytes += idx.ChunkLength(stop);
+      if (!IsZeroChunk(stop) && slot_of.try_emplace(idx.digest(stop), fetch.size()).second) {
+        fetch.push_back(stop);
+      }
+      ++stop;
+    }
+    std::vector<Bytes> slots(fetch.size());
+    pipeline::FetchPipelineOptions popts;
+    popts.controller = &impl_->controller;
+    popts.max_bytes_in_flight = 2 * kPayloadWindowBytes;
+    pipeline::FetchPipelineStats ps;
+    Status s = pipeline::RunFetchPipeline(
+        fetch.size(),
+        [&](size_t k, Bytes* stored) {
+          return ReadStoredChunk(impl_->source, idx.digest(fetch[k]), stored);
+        },
+        [&](size_t k, Bytes& stored) -> Status {
+          thread_local Bytes scratch;
+          CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
+                                 DecodeCheckedChunk(stored, idx.digest(fetch[k]),
+                                                    idx.ChunkLength(fetch[k]), &scratch));
+          slots[k].assign(plain.begin(), plain.end());
+          return Status::Ok();
+        },
+        [&](size_t k) { return uint64_t{idx.ChunkLength(fetch[k])} * 2; }, popts, &ps);
+    if (!s.ok()) return s.WithContext(impl_->description);
+    for (size_t i = begin; i < stop; ++i) {
+      const uint64_t start = idx.ChunkStart(i);
+      const uint32_t len = idx.ChunkLength(i);
+      ByteSpan plain;
+      if (IsZeroChunk(i)) {
+        if (zeros.size() < len) zeros.assign(len, 0);
+        plain = ByteSpan(zeros.data(), len);
+      } else {
+        plain = slots[slot_of.at(idx.digest(i))];
+        if (plain.size() != len) {  // one id at two lengths: the index is inconsistent
+          return DataLossError(fmt::format("{}: chunk {}: {} bytes, the index needs {}",
+                                           impl_->description, crypto::DigestHex(idx.digest(i)),
+                                           plain.size(), len));
+        }
+      }
+      const uint64_t from = std::max(offset, start), to = std::min(end, start + len);
+      CAIRN_RETURN_IF_ERROR(out(plain.subspan(from - start, to - from)));
+    }
+    begin = stop;
+  }
+  return Status::Ok();
+}
+
+bool TreeArchiveReader::IsZeroChunk(size_t i) { return impl_->zero.IsZero(impl_->indexes.data, i); }
+
+const index::DynamicIndex& TreeArchiveReader::meta_index() const { return impl_->indexes.meta; }
+const index::DynamicIndex& TreeArchiveReader::data_index() const { return impl_->indexes.data; }
+const std::string& TreeArchiveReader::description() const { return impl_->description; }
+
+}  // namespace cairn::restore

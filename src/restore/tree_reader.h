@@ -5,12 +5,23 @@
 // chunks the range needs). `cairn ls` and `cairn cat` are built on it, and
 // tree restore uses it for the metadata pass.
 //
+// All-zero payload chunks are recognised by their id, which is the SHA-256
+// of that many zero bytes, and never fetched. The zero id of a length costs
+// hashing that many zeros, so only the lengths that recur in the payload
+// index are candidates (a run of zeros cuts into chunks of one length, the
+// chunker being deterministic; a one-off length almost never holds only
+// zeros): at most kMaxZeroLengths of them, the most frequent, each hashed
+// once, when first needed. A zero chunk missed this way is fetched like
+// any other, which is merely slower.
+//
 // Thread safety: one thread at a time.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "datastore/datastore.h"
 #include "store/chunk_source.h"
@@ -20,6 +31,8 @@ namespace cairn::restore {
 
 class TreeArchiveReader {
  public:
+  static constexpr size_t kMaxZeroLengths = 16;
+
   // Reads and checks both indexes against the manifest entry.
   // REQUIRES: entry.kind == kTree; store and source outlive the reader.
   static Result<std::unique_ptr<TreeArchiveReader>> Open(const datastore::Datastore& store,
@@ -32,17 +45,27 @@ class TreeArchiveReader {
   Result<std::optional<tree::Entry>> Next();
 
   // Finds the entry at relative path `path` ("" = the root) by scanning the
-  // metadata stream from the start (skipping subtrees that cannot hold it).
+  // metadata stream from the start, stopping as soon as the stream (which is
+  // sorted, component by component) has passed where it would be.
   // NotFound when absent. Restarts the entry stream.
   Result<tree::Entry> Find(const std::string& path);
 
+  // Starts the entry stream over from the root.
+  void Restart();
+
   // Calls `out` with the bytes of payload[offset, offset + size) in order,
-  // fetching each chunk once (several in flight). Zero chunks are not
-  // fetched. REQUIRES: the range lies within the payload stream.
+  // fetching each chunk once (several in flight, in windows of at most
+  // 64 MiB). Zero chunks are not fetched. OutOfRange when the range does
+  // not lie within the payload stream.
   Status ReadPayload(uint64_t offset, uint64_t size, const std::function<Status(ByteSpan)>& out);
+
+  // True when payload chunk `i` is known to be all zeros (see file comment).
+  bool IsZeroChunk(size_t i);
 
   const index::DynamicIndex& meta_index() const;
   const index::DynamicIndex& data_index() const;
+  // "archive root.tree of host/srv/2026-11-30T05:00:00Z", for messages.
+  const std::string& description() const;
 
   ~TreeArchiveReader();
 
@@ -51,5 +74,18 @@ class TreeArchiveReader {
   explicit TreeArchiveReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Reads the stored bytes of `id` from `source`. A chunk an index needs but
+// the source lacks is damage: NotFound becomes DataLoss.
+Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, Bytes* out);
+
+// Fully checks a stored chunk (CRC, decompression, SHA-256 against `id`,
+// `length`) and returns a view of its plaintext, in `stored` or `scratch`.
+Result<ByteSpan> DecodeCheckedChunk(const Bytes& stored, const crypto::Digest& id,
+                                    uint32_t length, Bytes* scratch);
+
+// Orders relative paths as the metadata stream does: component by component,
+// names compared as bytes ("a/b" < "a.b", since "a" < "a.b"). <0, 0, >0.
+int CompareTreePaths(std::string_view a, std::string_view b);
 
 }  // namespace cairn::restore

@@ -1,1 +1,0 @@
-#include "restore/tree_reader.h"

@@ -211,7 +211,7 @@ TEST(ParseArchiveSpecTest, ParsesAndRejects) {
   CAIRN_ASSERT_OK(eq_in_path);
   EXPECT_EQ(eq_in_path->source, "/etc/a=b.conf");
   for (std::string_view bad : {"", "disk0.img", "=/dev/vdb", "disk0.img=", "disk0=/dev/vdb",
-                               "../x.img=/dev/vdb", "x.tree=/srv"}) {
+                               "../x.img=/dev/vdb", "x.dir=/srv"}) {
     EXPECT_EQ(CodeOf(ParseArchiveSpec(bad)), StatusCode::kInvalidArgument) << bad;
   }
 }

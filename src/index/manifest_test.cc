@@ -42,6 +42,8 @@ void ExpectSame(const Manifest& a, const Manifest& b) {
     EXPECT_EQ(a.archives[i].size, b.archives[i].size);
     EXPECT_EQ(a.archives[i].csum, b.archives[i].csum);
     EXPECT_EQ(a.archives[i].chunk_size, b.archives[i].chunk_size);
+    EXPECT_EQ(a.archives[i].meta_size, b.archives[i].meta_size);
+    EXPECT_EQ(a.archives[i].meta_csum, b.archives[i].meta_csum);
   }
 }
 
@@ -56,6 +58,30 @@ TEST(ManifestTest, JsonRoundTrip) {
   auto back = ManifestFromJson(ManifestToJson(m));
   CAIRN_ASSERT_OK(back);
   ExpectSame(*back, m);
+}
+
+TEST(ManifestTest, TreeEntryRoundTripsWithBothStreams) {
+  Manifest m = Sample();
+  ArchiveEntry tree{"root.tree", ArchiveKind::kTree, 1091795817, crypto::Sha256(AsBytes("data")),
+                    0};
+  tree.meta_size = 2310144;
+  tree.meta_csum = crypto::Sha256(AsBytes("meta"));
+  m.archives.push_back(tree);
+  EXPECT_EQ(tree.FileName(), "root.tree.data.didx");
+  EXPECT_EQ(tree.MetaFileName(), "root.tree.meta.didx");
+  auto back = ManifestFromJson(ManifestToJson(m));
+  CAIRN_ASSERT_OK(back);
+  ExpectSame(*back, m);
+
+  json j = json::parse(ManifestToJson(m));
+  j["archives"][2].erase("meta_csum");
+  EXPECT_EQ(FromJson(j).code(), StatusCode::kDataLoss);
+  j = json::parse(ManifestToJson(m));
+  j["archives"][2]["meta_csum"] = "xyz";
+  EXPECT_EQ(FromJson(j).code(), StatusCode::kDataLoss);
+  j = json::parse(ManifestToJson(m));
+  j["archives"][2]["kind"] = "img";
+  EXPECT_EQ(FromJson(j).code(), StatusCode::kDataLoss);
 }
 
 TEST(ManifestTest, EmptyArchiveListRoundTrips) {
@@ -215,10 +241,13 @@ TEST(ManifestTest, ParseArchiveName) {
   EXPECT_EQ(*blob, ArchiveKind::kBlob);
   CAIRN_EXPECT_OK(ParseArchiveName("A_b-c.9.img"));
   CAIRN_EXPECT_OK(ParseArchiveName("x.blob"));
+  auto tree = ParseArchiveName("root.tree");
+  CAIRN_ASSERT_OK(tree);
+  EXPECT_EQ(*tree, ArchiveKind::kTree);
   CAIRN_EXPECT_OK(ParseArchiveName(std::string(124, 'a') + ".img"));  // 128 bytes
 
   for (std::string bad : {std::string(), std::string("disk0"), std::string(".img"),
-                          std::string(".blob"), std::string("img"), std::string("x.tree"),
+                          std::string(".blob"), std::string("img"), std::string(".tree"),
                           std::string(".hidden.img"), std::string("-x.img"),
                           std::string("a/b.img"), std::string("a\\b.img"), std::string("a b.img"),
                           std::string("d\xc3\xa9.img"), std::string("x.img\n"),

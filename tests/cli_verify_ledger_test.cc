@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -768,6 +769,124 @@ TEST_F(VerifyLedgerRollingTest, TinyMaxDurationLeavesEverything) {
       << v.dump();
   EXPECT_GE(v["left"]["chunks"].get<uint64_t>(), kChunks - 1) << v.dump();
   EXPECT_EQ(States(v), (std::map<std::string, std::string>{{snap_, "incomplete"}}));
+}
+
+// The coverage promise (--cover-days N): chunks not found ok within N-1 days
+// are checked whatever the slice limit says. Ledger times are set relative
+// to now, hours away from every threshold.
+class VerifyLedgerCoverTest : public VerifyLedgerRollingTest {
+ protected:
+  static constexpr int64_t kHour = 3600;
+
+  // A ledger saying ids_[i] was found ok ages[i] seconds ago.
+  void CheckedAgo(const std::vector<int64_t>& ages) {
+    const int64_t now = static_cast<int64_t>(::time(nullptr));
+    std::vector<Record> history;
+    for (size_t i = 0; i < ages.size(); ++i) history.push_back({ids_[i], now - ages[i], 0});
+    fs::create_directories(LedgerDir());
+    WriteFile(LedgerPath(), LedgerFileBytes(history));
+  }
+
+  // The chunks this run read: the journal's records (the ledger folds the
+  // journal in only when a run finishes; these runs leave chunks for later).
+  std::set<std::string> Checked() const { return IdsOf(ReadJournal(JournalPath())); }
+};
+
+TEST_F(VerifyLedgerCoverTest, DueChunksAreCheckedPastATinyBudget) {
+  // Promise: 3 days. Older than 2 days: ids_[0..3] (one just over); the
+  // rest were checked a day or an hour ago.
+  CheckedAgo(
+      {60 * kHour, 60 * kHour, 60 * kHour, 49 * kHour, 24 * kHour, 24 * kHour, kHour, kHour});
+  RunResult r;
+  nlohmann::json v = VerifyJson({"--cover-days", "3", "--budget", "1"}, kExitOk, &r);
+  EXPECT_EQ(v["ok"], true);
+  EXPECT_EQ(v["checked_chunks"], 4) << "1 % of 32 MiB is not one chunk: the due ones, no more";
+  EXPECT_EQ(Checked(), std::set<std::string>(ids_.begin(), ids_.begin() + 4));
+  EXPECT_EQ(v["left"]["chunks"], 4);
+  const nlohmann::json& cover = v["cover"];
+  ASSERT_TRUE(cover.is_object()) << v.dump();
+  EXPECT_EQ(cover["days"], 3);
+  EXPECT_EQ(cover["due_chunks"], 4);
+  EXPECT_EQ(cover["due_bytes"], 4 * kChunk);
+  EXPECT_EQ(cover["due_over_limit"], true);
+  EXPECT_EQ(cover["covered_chunks"], kChunks) << "every chunk was found ok within 3 days now";
+  EXPECT_EQ(cover["covered_fraction"], 1.0);
+  EXPECT_EQ(cover["never_checked_chunks"], 0);
+  EXPECT_LT(cover["oldest_age_days"].get<double>(), 1.5) << v.dump();
+  EXPECT_GT(cover["oldest_age_days"].get<double>(), 0.5) << v.dump();
+  EXPECT_EQ(cover["pace_bytes_per_day"], 4 * kChunk) << "today's due chunks are the peak";
+  EXPECT_GT(cover["pace_seconds_per_day"].get<double>(), 0) << v.dump();
+  EXPECT_NE(r.err.find("cairn: warning: --cover-days 3: 4 chunks (16.00 MiB) not found ok "
+                       "within 2 days had to be checked now, more than the --budget allows"),
+            std::string::npos)
+      << r.err;
+  const std::string order = v.value("order", "");
+  EXPECT_TRUE(order == "id" || order == "inode") << v.dump();
+}
+
+TEST_F(VerifyLedgerCoverTest, AloneItChecksTheDueChunksAndTheEvenPace) {
+  // ids_[0..1] are due; the other six fall due in three days. The even
+  // pace is the most of 8 MiB today, 8/2 by tomorrow, 32/3 within three
+  // days: 32/3 MiB a day, so the run adds the stalest chunk after the due
+  // ones (all six equally stale: the smallest id).
+  CheckedAgo({60 * kHour, 60 * kHour, kHour, kHour, kHour, kHour, kHour, kHour});
+  RunResult r;
+  nlohmann::json v = VerifyJson({"--cover-days", "3"}, kExitOk, &r);
+  EXPECT_EQ(r.err, "") << "no limit was given: nothing to warn about";
+  EXPECT_EQ(v["checked_chunks"], 3);
+  EXPECT_EQ(Checked(), (std::set<std::string>{ids_[0], ids_[1], ids_[2]}));
+  EXPECT_EQ(v["cover"]["due_chunks"], 2);
+  EXPECT_EQ(v["cover"]["due_over_limit"], false);
+  EXPECT_EQ(v["cover"]["pace_bytes_per_day"], (kChunks * kChunk + 2) / 3);
+  EXPECT_EQ(v["cover"]["covered_chunks"], kChunks);
+  EXPECT_EQ(v["left"]["chunks"], kChunks - 3);
+  EXPECT_EQ(States(v), (std::map<std::string, std::string>{{snap_, "incomplete"}}));
+}
+
+TEST_F(VerifyLedgerCoverTest, DueChunksOutlastMaxDurationWithAHumanReport) {
+  // All due; 50 ms a chunk, one at a time, against a 1 ms slice.
+  CheckedAgo(std::vector<int64_t>(kChunks, 60 * kHour));
+  RunResult r = OnStore("verify", {"--cover-days", "3", "--max-duration", "0.001s",
+                                   "--inject-latency", "50", "--jobs", "1"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  // Finished: the journal was folded into the ledger, every chunk checked now.
+  std::vector<Record> ledger = ReadLedgerFile(LedgerPath());
+  EXPECT_EQ(IdsOf(ledger), std::set<std::string>(ids_.begin(), ids_.end()));
+  for (const Record& rec : ledger) {
+    EXPECT_GT(rec.time, static_cast<int64_t>(::time(nullptr)) - kHour) << rec.id;
+  }
+  EXPECT_NE(r.err.find("8 chunks (32.00 MiB) not found ok within 2 days had to be checked now, "
+                       "more than the --max-duration allows; checked them anyway. The promise "
+                       "needs about "),
+            std::string::npos)
+      << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  const std::regex coverage(R"(coverage: 8 of 8 chunks \(100%\) found ok within 3 days, the )"
+                            R"(oldest check 0\.0 days ago; the promise takes about \d+ s a day )"
+                            R"(at this speed \(32\.00 MiB a day\))");
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
+    return std::regex_match(line, coverage);
+  })) << r.out;
+  // --inject-latency wraps the store: its layout is unknown, id order.
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "chunk order: id (auto)"), lines.end()) << r.out;
+  EXPECT_NE(r.out.find("1 snapshots: all ok"), std::string::npos) << r.out;
+  ASSERT_FALSE(lines.empty());
+  EXPECT_TRUE(std::regex_match(lines.back(), kFinalLine)) << lines.back();
+}
+
+TEST_F(VerifyLedgerRollingTest, OrderFlag) {
+  EXPECT_EQ(VerifyJson({"--order", "inode"})["order"], "inode");
+  EXPECT_EQ(VerifyJson({"--order", "id"})["order"], "id");
+  const std::string automatic = VerifyJson({})["order"];
+  EXPECT_TRUE(automatic == "id" || automatic == "inode") << automatic;
+  EXPECT_EQ(VerifyJson({"--order", "inode", "--inject-latency", "1"})["order"], "id")
+      << "a wrapped source has no inodes to sort by";
+  RunResult r = OnStore("verify", {"--order", "inode"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  const std::vector<std::string> lines = Lines(r.out);
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "chunk order: inode"), lines.end()) << r.out;
+  EXPECT_EQ(OnStore("verify", {"--order", "disk"}).exit_code, kExitUsage);
+  EXPECT_EQ(OnStore("verify", {"--cover-days", "0"}).exit_code, kExitUsage);
 }
 
 // --- 5. verify while backups run ----------------------------------------------

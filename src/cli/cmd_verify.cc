@@ -1,6 +1,8 @@
 // cairn verify -r REPO [SNAPSHOT|GROUP] [--ns NS] [--outdated-after DAYS]
-//   [--max-duration DURATION | --budget PERCENT] [--jobs auto|N] [--json]
+//   [--max-duration DURATION | --budget PERCENT] [--cover-days N]
+//   [--order auto|id|inode] [--jobs auto|N] [--json]
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -39,9 +41,50 @@ struct VerifyArgs {
   double outdated_after_days = 0;
   std::string max_duration;
   double budget_percent = 0;
+  int cover_days = 0;
+  std::string order = "auto";
   bool no_ledger = false;
   BenchOptions bench;
 };
+
+// The coverage promise of a report (--cover-days).
+struct Coverage {
+  double covered = 1;       // share of the distinct chunks found ok within the promise
+  double oldest_days = -1;  // age of the stalest check; negative: some chunk has none
+  double pace_s = 0;        // the even daily pace at this run's speed; negative: unknown
+  std::string pace_text;    // "120 s", or "?"
+};
+
+Coverage CoverageOf(const verify::VerifyReport& r, double speed, int64_t now) {
+  Coverage c;
+  if (r.unique_chunks > 0) {
+    c.covered = static_cast<double>(r.covered_chunks) / static_cast<double>(r.unique_chunks);
+  }
+  if (r.unique_chunks == 0) {
+    c.oldest_days = 0;  // nothing to cover
+  } else if (r.never_checked_chunks == 0 && r.oldest_check > 0) {
+    c.oldest_days = static_cast<double>(std::max<int64_t>(0, now - r.oldest_check)) / 86400;
+  }
+  c.pace_s = r.pace_bytes == 0 ? 0
+             : speed > 0       ? static_cast<double>(r.pace_bytes) / speed
+                               : -1;
+  c.pace_text = c.pace_s < 0 ? std::string("?") : fmt::format("{:.0f} s", std::ceil(c.pace_s));
+  return c;
+}
+
+nlohmann::json CoverJson(int days, const verify::VerifyReport& r, const Coverage& c) {
+  return {{"days", days},
+          {"due_chunks", r.due_chunks},
+          {"due_bytes", r.due_bytes},
+          {"due_over_limit", r.due_over_limit},
+          {"covered_chunks", r.covered_chunks},
+          {"covered_fraction", c.covered},
+          {"never_checked_chunks", r.never_checked_chunks},
+          {"oldest_age_days",
+           c.oldest_days < 0 ? nlohmann::json(nullptr) : nlohmann::json(c.oldest_days)},
+          {"pace_bytes_per_day", r.pace_bytes},
+          {"pace_seconds_per_day", c.pace_s}};
+}
 
 void Run(Context& ctx, const VerifyArgs& args) {
   const std::string& what = args.what;
@@ -65,6 +108,10 @@ void Run(Context& ctx, const VerifyArgs& args) {
     options.max_duration_ns = *d;
   }
   options.scope = ctx.ns + "|" + what;
+  options.cover_days = args.cover_days;
+  auto order = verify::ParseChunkOrder(args.order);
+  if (!order.ok()) return Fail(ctx, order.status());
+  options.order = *order;
   std::unique_ptr<store::ChunkSource> injected;
   auto source = MaybeInject(args.bench.inject_latency, (*store)->chunks(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());
@@ -87,7 +134,17 @@ void Run(Context& ctx, const VerifyArgs& args) {
   const double eta = r.left_bytes == 0 ? 0
                      : speed > 0       ? static_cast<double>(r.left_bytes) / speed
                                        : -1;
+  const Coverage cover = CoverageOf(r, speed, ctx.env->NowUnixSeconds());
   if (!r.ledger_warning.empty()) fmt::print(stderr, "cairn: ledger: {}\n", r.ledger_warning);
+  if (r.due_over_limit) {
+    fmt::print(stderr,
+               "cairn: warning: --cover-days {}: {} chunks ({}) not found ok within {} days had "
+               "to be checked now, more than the {} allows; checked them anyway. The promise "
+               "needs about {} a day at this speed ({} a day)\n",
+               args.cover_days, r.due_chunks, HumanBytes(r.due_bytes), args.cover_days - 1,
+               options.budget > 0 ? "--budget" : "--max-duration", cover.pace_text,
+               HumanBytes(r.pace_bytes));
+  }
   if (ctx.json) {
     nlohmann::json snapshots = nlohmann::json::array();
     for (const auto& s : r.snapshots) {
@@ -130,6 +187,9 @@ void Run(Context& ctx, const VerifyArgs& args) {
                {"resumed_from", r.resumed_from},
                {"ledger_warning", r.ledger_warning},
                {"oldest_check", r.oldest_check},
+               {"order", verify::ChunkOrderName(r.order)},
+               {"cover", args.cover_days > 0 ? CoverJson(args.cover_days, r, cover)
+                                             : nlohmann::json(nullptr)},
                {"seconds", r.seconds},
                {"mib_per_s", MiBPerSecond(r.raw_bytes, r.seconds)},
                {"jobs", {{"mode", options.jobs == 0 ? "auto" : "fixed"},
@@ -168,6 +228,18 @@ void Run(Context& ctx, const VerifyArgs& args) {
                  r.left_chunks, HumanBytes(r.left_bytes),
                  eta < 0 ? std::string("?") : fmt::format("{:.0f} s", eta), incomplete);
     }
+    if (args.cover_days > 0) {
+      fmt::print(
+          "coverage: {} of {} chunks ({:.0f}%) found ok within {} days, {}; the promise "
+          "takes about {} a day at this speed ({} a day)\n",
+          r.covered_chunks, r.unique_chunks, 100 * cover.covered, args.cover_days,
+          cover.oldest_days >= 0
+              ? fmt::format("the oldest check {:.1f} days ago", cover.oldest_days)
+              : fmt::format("{} never checked", r.never_checked_chunks),
+          cover.pace_text, HumanBytes(r.pace_bytes));
+    }
+    fmt::print("chunk order: {}{}\n", verify::ChunkOrderName(r.order),
+               options.order == verify::ChunkOrder::kAuto ? " (auto)" : "");
     fmt::print("{} snapshots: {}\n", r.snapshots.size(),
                r.ok() ? (incomplete ? "no damage found so far" : "all ok")
                       : fmt::format("{} snapshots FAILED", failed));
@@ -201,6 +273,15 @@ void RegisterVerify(CLI::App& app, Context& ctx) {
                   "verify a slice: at most this percent of the selected bytes, stalest first")
       ->check(CLI::Range(0.0, 100.0))
       ->type_name("PERCENT");
+  cmd->add_option("--cover-days", args->cover_days,
+                  "promise that every chunk is checked within N days when run daily: chunks "
+                  "not checked for N-1 days are checked now, past any slice limit")
+      ->check(CLI::Range(1, 36500))
+      ->type_name("N");
+  cmd->add_option("--order", args->order,
+                  "read order: auto (inode on a spinning disk, default), id or inode")
+      ->check(CLI::IsMember({"auto", "id", "inode"}))
+      ->type_name("ORDER");
   cmd->add_flag("--no-ledger", args->no_ledger, "neither read nor record the verify ledger")
       ->group("");
   AddBenchOptions(cmd, &args->bench);

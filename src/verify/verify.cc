@@ -1,11 +1,16 @@
 #include "verify/verify.h"
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +19,8 @@
 
 #include "blob/blob.h"
 #include "pipeline/fetch_pipeline.h"
+#include "pipeline/worker_group.h"
+#include "store/local_chunk_store.h"
 #include "verify/ledger.h"
 
 namespace cairn::verify {
@@ -227,79 +234,173 @@ class Outcomes {
   std::unordered_map<size_t, Status> errors_;  // GUARDED_BY(mu_)
 };
 
+// Sorts `stretch` (indexes into `unique`, which indexes `uses`) by the
+// inode of each chunk's file in `chunks`, stat'ing them on a few threads
+// (metadata only). Ties, and chunks whose file cannot be stat'ed (missing:
+// their read reports it), keep id order; the latter go last.
+void SortByInode(Env& env, const store::LocalChunkStore& chunks, const std::vector<ChunkUse>& uses,
+                 const std::vector<uint32_t>& unique, std::span<uint32_t> stretch) {
+  std::vector<std::pair<uint64_t, uint32_t>> keyed(stretch.size());
+  std::atomic<size_t> next{0};
+  // A few stats in flight let the disk's elevator order the inode reads.
+  const int threads = static_cast<int>(std::clamp<size_t>(stretch.size() / 256, 1, 8));
+  pipeline::WorkerGroup group;
+  group.Start(threads, [&](int) -> Status {
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < stretch.size();) {
+      auto info = env.Stat(chunks.ChunkPath(uses[unique[stretch[i]]].id));
+      keyed[i] = {info.ok() ? info->inode : UINT64_MAX, stretch[i]};
+    }
+    return Status::Ok();
+  });
+  group.Wait().IgnoreError();  // the workers never fail
+  std::sort(keyed.begin(), keyed.end());
+  for (size_t i = 0; i < keyed.size(); ++i) stretch[i] = keyed[i].second;
+}
+
+// Reads and checks chunks (indexes into `unique`, which indexes `uses`) on
+// the fetch pipeline, one stretch after another, with one concurrency
+// controller (what it learnt carries over). Damage does not stop the run:
+// each outcome lands in `out`, and its verdict in the ledger at `now_unix`.
+//
+// Thread safety: one Check() at a time; it calls the pipeline's stages in
+// parallel. Every reference passed must outlive the checker.
+class ChunkChecker {
+ public:
+  ChunkChecker(Env& env, store::ChunkSource& source, const std::vector<ChunkUse>& uses,
+               const std::vector<uint32_t>& unique, const VerifyOptions& options, int64_t now_unix,
+               LedgerWriter& ledger, Outcomes* out)
+      : env_(env),
+        source_(source),
+        uses_(uses),
+        unique_(unique),
+        options_(options),
+        now_unix_(now_unix),
+        ledger_(ledger),
+        out_(out),
+        copts_(pipeline::ConcurrencyController::Options::ForJobs(
+            options.jobs, source.Traits().initial_reads_in_flight)),
+        controller_(copts_) {}
+
+  // Reads `stretch` in order. At `deadline_ns` (monotonic; 0: none) no
+  // further chunk starts, except the first one of the run (`first`), and
+  // Cancelled is returned; the chunks not reached stay kNotReached.
+  Status Check(std::span<const uint32_t> stretch, int64_t deadline_ns, bool first) {
+    pipeline::FetchPipelineOptions popts;
+    popts.controller = &controller_;
+    popts.max_io_threads = copts_.max;
+    popts.cpu_workers = options_.cpu_workers;
+    popts.progress = options_.progress;
+    auto use_of = [&](size_t k) -> const ChunkUse& { return uses_[unique_[stretch[k]]]; };
+    // Read errors, found on I/O threads, travel to the CPU stage with the item.
+    std::vector<uint8_t> read_failed(stretch.size(), 0);
+    return pipeline::RunFetchPipeline(
+        stretch.size(),
+        [&](size_t k, Bytes* data) -> Status {
+          if (deadline_ns > 0 && !(first && k == 0) && env_.NowMonotonicNanos() >= deadline_ns) {
+            return CancelledError("verify slice: time is up");
+          }
+          const ChunkUse& use = use_of(k);
+          Status read = source_.ReadInto(use.id, data);
+          if (!read.ok()) {
+            read_failed[k] = 1;
+            out_->SetError(stretch[k], read);  // recorded, not fatal: the run goes on
+            ledger_.Add(use.id, now_unix_, read);
+            checked_.fetch_add(1, std::memory_order_relaxed);
+            data->clear();
+          }
+          return Status::Ok();
+        },
+        [&](size_t k, Bytes& stored) -> Status {
+          if (read_failed[k]) return Status::Ok();
+          const ChunkUse& use = use_of(k);
+          stored_bytes_.fetch_add(stored.size(), std::memory_order_relaxed);
+          uint64_t raw = 0;
+          Status check = CheckStored(stored, use, &raw);
+          raw_bytes_.fetch_add(raw, std::memory_order_relaxed);
+          checked_.fetch_add(1, std::memory_order_relaxed);
+          ledger_.Add(use.id, now_unix_, check);
+          if (check.ok()) {
+            out_->SetOk(stretch[k]);
+          } else {
+            out_->SetError(stretch[k], std::move(check));
+          }
+          if (options_.progress != nullptr) options_.progress->Add(use.length);
+          return Status::Ok();
+        },
+        [&](size_t k) { return uint64_t{use_of(k).length} * 2; }, popts, nullptr);
+  }
+
+  // Bytes, chunks checked and reads in flight, into `report`.
+  void Summarize(VerifyReport* report) const {
+    report->stored_bytes = stored_bytes_;
+    report->raw_bytes = raw_bytes_;
+    report->checked_chunks = checked_;
+    auto summary = controller_.summary();
+    report->jobs_final = summary.final_limit;
+    report->jobs_max = summary.max_limit;
+  }
+
+ private:
+  Env& env_;
+  store::ChunkSource& source_;
+  const std::vector<ChunkUse>& uses_;
+  const std::vector<uint32_t>& unique_;
+  const VerifyOptions& options_;
+  const int64_t now_unix_;
+  LedgerWriter& ledger_;
+  Outcomes* out_;
+  const pipeline::ConcurrencyController::Options copts_;
+  pipeline::ConcurrencyController controller_;
+  std::atomic<uint64_t> stored_bytes_{0}, raw_bytes_{0}, checked_{0};
+};
+
 // Reads and checks the chunks `todo` (indexes into `unique`, which indexes
-// `uses`) on the fetch pipeline. Damage does not stop the run: each outcome
-// lands in `out`. Past `deadline_ns` (monotonic; 0 = none) no new chunk
-// starts: the ones not reached stay kNotReached.
-Status CheckChunks(Env& env, store::ChunkSource& source, const std::vector<ChunkUse>& uses,
-                   const std::vector<uint32_t>& unique, const std::vector<uint32_t>& todo,
-                   const VerifyOptions& options, int64_t stamp, LedgerWriter& ledger,
-                   Outcomes* out, VerifyReport* report) {
-  // A slice's time counts from the first chunk (setup may be long on a big
-  // store), and every slice checks at least one chunk, so slices progress.
-  const int64_t deadline_ns =
-      options.max_duration_ns > 0 ? env.NowMonotonicNanos() + options.max_duration_ns : 0;
-  auto copts = pipeline::ConcurrencyController::Options::ForJobs(
-      options.jobs, source.Traits().initial_reads_in_flight);
-  pipeline::ConcurrencyController controller(copts);
-  pipeline::FetchPipelineOptions popts;
-  popts.controller = &controller;
-  popts.max_io_threads = copts.max;
-  popts.cpu_workers = options.cpu_workers;
-  popts.progress = options.progress;
-  auto use_of = [&](size_t k) -> const ChunkUse& { return uses[unique[todo[k]]]; };
+// `uses`) in order; each outcome lands in `out`. The first `due` chunks are
+// read whatever the time; past max_duration no other chunk starts, and the
+// ones not reached stay kNotReached. With `by_inode` (a local store), `todo`
+// is reordered by inode, stretch by stretch: the due chunks, then the rest,
+// in windows of kInodeWindow chunks when a deadline may cut them, so a time
+// slice stays stalest-first to within one window and stats only what it
+// may read.
+Status CheckChunks(Env& env, store::ChunkSource& source, const store::LocalChunkStore* by_inode,
+                   const std::vector<ChunkUse>& uses, const std::vector<uint32_t>& unique,
+                   std::vector<uint32_t>& todo, size_t due, const VerifyOptions& options,
+                   int64_t stamp, LedgerWriter& ledger, Outcomes* out, VerifyReport* report) {
+  static constexpr size_t kInodeWindow = 4096;
   if (options.progress != nullptr) {
     uint64_t total = 0;
-    for (size_t k = 0; k < todo.size(); ++k) total += use_of(k).length;
+    for (uint32_t u : todo) total += uses[unique[u]].length;
     options.progress->StartPhase("verify", total);
   }
-  std::atomic<uint64_t> stored_bytes{0}, raw_bytes{0}, checked{0};
   for (uint32_t u : todo) out->SetNotReached(u);
-  // Read errors, found on I/O threads, travel to the CPU stage with the item.
-  std::vector<uint8_t> read_failed(todo.size(), 0);
-  const int64_t now_unix = std::max(env.NowUnixSeconds(), stamp);
-  Status s = pipeline::RunFetchPipeline(
-      todo.size(),
-      [&](size_t k, Bytes* data) -> Status {
-        if (deadline_ns > 0 && k > 0 && env.NowMonotonicNanos() >= deadline_ns) {
-          return CancelledError("verify slice: time is up");
-        }
-        const ChunkUse& use = use_of(k);
-        Status read = source.ReadInto(use.id, data);
-        if (!read.ok()) {
-          read_failed[k] = 1;
-          out->SetError(todo[k], read);  // recorded, not fatal: the run goes on
-          ledger.Add(use.id, now_unix, read);
-          checked.fetch_add(1, std::memory_order_relaxed);
-          data->clear();
-        }
-        return Status::Ok();
-      },
-      [&](size_t k, Bytes& stored) -> Status {
-        if (read_failed[k]) return Status::Ok();
-        const ChunkUse& use = use_of(k);
-        stored_bytes.fetch_add(stored.size(), std::memory_order_relaxed);
-        uint64_t raw = 0;
-        Status check = CheckStored(stored, use, &raw);
-        raw_bytes.fetch_add(raw, std::memory_order_relaxed);
-        checked.fetch_add(1, std::memory_order_relaxed);
-        ledger.Add(use.id, now_unix, check);
-        if (check.ok()) {
-          out->SetOk(todo[k]);
-        } else {
-          out->SetError(todo[k], std::move(check));
-        }
-        if (options.progress != nullptr) options.progress->Add(use.length);
-        return Status::Ok();
-      },
-      [&](size_t k) { return uint64_t{use_of(k).length} * 2; }, popts, nullptr);
+  ChunkChecker checker(env, source, uses, unique, options, std::max(env.NowUnixSeconds(), stamp),
+                       ledger, out);
+  // A slice's time counts from the first chunk (setup may be long on a big
+  // store), and every slice checks at least one chunk, so slices progress.
+  // Only a deadline tells the due chunks apart: without one, all are read.
+  const bool timed = options.max_duration_ns > 0;
+  const size_t due_end = timed ? due : 0;
+  int64_t deadline_ns = 0;
+  Status s;
+  for (size_t begin = 0; begin < todo.size() && s.ok();) {
+    const bool due_stretch = begin < due_end;
+    size_t end = due_stretch ? due_end : todo.size();
+    if (!due_stretch && timed && by_inode != nullptr) end = std::min(end, begin + kInodeWindow);
+    if (!due_stretch && deadline_ns > 0 && env.NowMonotonicNanos() >= deadline_ns) break;
+    std::span<uint32_t> stretch(todo.data() + begin, end - begin);
+    if (by_inode != nullptr) SortByInode(env, *by_inode, uses, unique, stretch);
+    if (options.planned_reads != nullptr) {
+      for (uint32_t u : stretch) options.planned_reads->push_back(uses[unique[u]].id);
+    }
+    if (begin == 0 && timed) deadline_ns = env.NowMonotonicNanos() + options.max_duration_ns;
+    s = checker.Check(stretch, due_stretch ? 0 : deadline_ns, begin == 0);
+    if (due_stretch && env.NowMonotonicNanos() > deadline_ns) {
+      report->due_over_limit = true;  // the due chunks alone took longer than the slice
+    }
+    begin = end;
+  }
   ledger.Flush();
-  report->stored_bytes = stored_bytes;
-  report->raw_bytes = raw_bytes;
-  report->checked_chunks = checked;
-  auto summary = controller.summary();
-  report->jobs_final = summary.final_limit;
-  report->jobs_max = summary.max_limit;
+  checker.Summarize(report);
   if (s.code() == StatusCode::kCancelled) return Status::Ok();  // the slice's end
   return s;
 }
@@ -350,9 +451,104 @@ std::vector<std::pair<uint64_t, uint32_t>> Ranges(std::vector<uint64_t> offsets,
   return out;
 }
 
+constexpr int64_t kDay = 86400;
+
+// The even pace of a coverage promise (VerifyReport::pace_bytes). A chunk
+// last found ok `age` seconds ago is due by daily run k = floor(days + 1 -
+// age / day), clamped to 1..days (1 = this run, and so for a chunk never
+// found ok): checked then, its check is at most `days` old. Bucket 1 is
+// exactly the due set of RunVerify (age above days - 1).
+uint64_t PaceBytes(const std::vector<ChunkUse>& uses, const std::vector<uint32_t>& unique,
+                   const std::vector<uint32_t>& last_ok, int64_t now, int days) {
+  std::vector<uint64_t> by_run(static_cast<size_t>(days) + 1, 0);
+  for (size_t u = 0; u < unique.size(); ++u) {
+    int64_t k = 1;
+    if (last_ok[u] > 0) {
+      const int64_t left = (days + 1) * kDay - (now - int64_t{last_ok[u]});
+      k = std::clamp<int64_t>(left >= 0 ? left / kDay : 1, 1, days);
+    }
+    by_run[static_cast<size_t>(k)] += uses[unique[u]].length;
+  }
+  uint64_t due = 0, pace = 0;
+  for (int k = 1; k <= days; ++k) {
+    due += by_run[static_cast<size_t>(k)];
+    pace = std::max(pace, (due + static_cast<uint64_t>(k) - 1) / static_cast<uint64_t>(k));
+  }
+  return pace;
+}
+
+// Cuts `todo` (stalest first, its `due` chunks ahead) to the slice: the
+// due chunks, then more while within the budget's share of the selection,
+// or, with a promise and no limit of the caller's, until the even pace.
+// A max_duration slice is cut by time instead (CheckChunks).
+void CutSlice(const std::vector<ChunkUse>& uses, const std::vector<uint32_t>& unique, size_t due,
+              const VerifyOptions& options, std::vector<uint32_t>* todo, VerifyReport* report) {
+  auto length = [&](size_t k) -> uint64_t { return uses[unique[(*todo)[k]]].length; };
+  uint64_t taken = report->due_bytes;
+  size_t keep = due;
+  if (options.budget > 0 && options.budget < 1) {
+    const auto allowed =
+        static_cast<uint64_t>(options.budget * static_cast<double>(report->selected_bytes));
+    if (taken > allowed) report->due_over_limit = true;
+    while (keep < todo->size() && (keep == 0 || taken + length(keep) <= allowed)) {
+      taken += length(keep++);
+    }
+  } else if (options.cover_days > 0 && options.max_duration_ns == 0) {
+    while (keep < todo->size() && taken < report->pace_bytes) taken += length(keep++);
+  } else {
+    return;
+  }
+  todo->resize(keep);
+}
+
+ChunkOrder ResolveOrder(const datastore::Datastore& store, const VerifyOptions& options) {
+  if (options.source != nullptr) return ChunkOrder::kId;  // its layout is unknown
+  if (options.order != ChunkOrder::kAuto) return options.order;
+  return IsRotational(store.chunks().dir()) ? ChunkOrder::kInode : ChunkOrder::kId;
+}
+
 }  // namespace
 
+std::string_view ChunkOrderName(ChunkOrder order) {
+  switch (order) {
+    case ChunkOrder::kAuto:
+      return "auto";
+    case ChunkOrder::kId:
+      return "id";
+    case ChunkOrder::kInode:
+      return "inode";
+  }
+  return "?";
+}
+
+Result<ChunkOrder> ParseChunkOrder(std::string_view text) {
+  for (ChunkOrder o : {ChunkOrder::kAuto, ChunkOrder::kId, ChunkOrder::kInode}) {
+    if (text == ChunkOrderName(o)) return o;
+  }
+  return InvalidArgumentError(fmt::format("chunk order \"{}\": expected auto, id or inode", text));
+}
+
+// Straight to stat(2) and sysfs, not through Env: a property of the device,
+// not data, and Env has no device numbers.
+bool IsRotational(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || major(st.st_dev) == 0) return false;  // 0: no device
+  const std::string dev = fmt::format("/sys/dev/block/{}:{}", major(st.st_dev), minor(st.st_dev));
+  // A partition has no queue of its own; ".." after the device's link is
+  // its parent disk (the kernel resolves it in the link's target).
+  for (const char* queue : {"/queue/rotational", "/../queue/rotational"}) {
+    std::ifstream in(dev + queue);
+    int rotational = 0;
+    if (in >> rotational) return rotational == 1;
+  }
+  return false;
+}
+
 Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOptions& options) {
+  if (options.cover_days < 0 || options.cover_days > 36500) {
+    return InvalidArgumentError(
+        fmt::format("cover days {}: expected 1 to 36500 (0: no promise)", options.cover_days));
+  }
   Env& env = store.env();
   const int64_t start_ns = env.NowMonotonicNanos();
   const int64_t start_unix = env.NowUnixSeconds();
@@ -424,9 +620,12 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
   }
   const int64_t fresh_since =
       options.outdated_after_s > 0 ? start_unix - options.outdated_after_s : INT64_MAX;
+  // The coverage promise: a chunk not found ok since this (or never) is due.
+  const int64_t due_before =
+      options.cover_days > 0 ? start_unix - (options.cover_days - 1) * kDay : 0;
   // Per distinct chunk: the unix time of its last ok check (0: none), and
   // whether this run skips it (ok in the ledger: fresh, or done by the run
-  // being resumed).
+  // being resumed; never when due).
   std::vector<uint32_t> last_ok(unique.size(), 0);
   std::vector<uint8_t> skipped(unique.size(), 0);
   std::vector<uint32_t> todo;
@@ -435,13 +634,14 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
     const LedgerEntry* e = ledger ? ledger->Find(use.id) : nullptr;
     if (e != nullptr && e->verdict == ChunkVerdict::kOk) {
       last_ok[u] = static_cast<uint32_t>(std::clamp<int64_t>(e->time, 1, UINT32_MAX));
-      if (job.resumed_from > 0 && e->time >= job.resumed_from) {
+      const bool due = last_ok[u] < due_before;
+      if (!due && job.resumed_from > 0 && e->time >= job.resumed_from) {
         ++report.resumed_chunks;
         report.resumed_bytes += use.length;
         skipped[u] = 1;
         continue;
       }
-      if (e->time >= fresh_since) {
+      if (!due && e->time >= fresh_since) {
         ++report.fresh_chunks;
         report.fresh_bytes += use.length;
         skipped[u] = 1;
@@ -451,24 +651,24 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
     todo.push_back(static_cast<uint32_t>(u));
   }
   if (ledger) ledger->ReleaseEntries();  // merged: from here on it only appends
-  // A slice takes the stalest first (never checked, then oldest check).
-  const bool slice = options.max_duration_ns > 0 || (options.budget > 0 && options.budget < 1);
+  // A slice, and a promise, take the stalest first (never checked, then
+  // oldest check): the due chunks come first.
+  const bool slice = options.max_duration_ns > 0 || (options.budget > 0 && options.budget < 1) ||
+                     options.cover_days > 0;
   if (slice) {
     std::stable_sort(todo.begin(), todo.end(),
                      [&](uint32_t a, uint32_t b) { return last_ok[a] < last_ok[b]; });
   }
-  if (options.budget > 0 && options.budget < 1) {
-    const auto allowed =
-        static_cast<uint64_t>(options.budget * static_cast<double>(report.selected_bytes));
-    uint64_t taken = 0;
-    size_t keep = 0;
-    while (keep < todo.size() &&
-           (keep == 0 || taken + c.uses[unique[todo[keep]]].length <= allowed)) {
-      taken += c.uses[unique[todo[keep]]].length;
-      ++keep;
+  size_t due = 0;
+  if (options.cover_days > 0) {
+    while (due < todo.size() && int64_t{last_ok[todo[due]]} < due_before) {
+      report.due_bytes += c.uses[unique[todo[due]]].length;
+      ++due;
     }
-    todo.resize(keep);
+    report.due_chunks = due;
+    report.pace_bytes = PaceBytes(c.uses, unique, last_ok, start_unix, options.cover_days);
   }
+  CutSlice(c.uses, unique, due, options, &todo, &report);
 
   Outcomes outcomes(unique.size());
   {
@@ -483,8 +683,11 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
   {
     LedgerWriter ledger_writer(appender, *options.logger);
     store::ChunkSource& source = options.source ? *options.source : store.chunks();
-    CAIRN_RETURN_IF_ERROR(CheckChunks(env, source, c.uses, unique, todo, options, job.stamp,
-                                      ledger_writer, &outcomes, &report));
+    report.order = ResolveOrder(store, options);
+    const store::LocalChunkStore* by_inode =
+        report.order == ChunkOrder::kInode ? &store.chunks() : nullptr;
+    CAIRN_RETURN_IF_ERROR(CheckChunks(env, source, by_inode, c.uses, unique, todo, due, options,
+                                      job.stamp, ledger_writer, &outcomes, &report));
   }
   for (size_t u = 0; u < unique.size(); ++u) {
     if (outcomes.state(u) == Outcomes::kNotReached) {
@@ -495,6 +698,11 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
     }
     if (last_ok[u] > 0 && (report.oldest_check == 0 || last_ok[u] < report.oldest_check)) {
       report.oldest_check = last_ok[u];
+    }
+    if (options.cover_days > 0) {
+      report.never_checked_chunks += last_ok[u] == 0;
+      report.covered_chunks +=
+          last_ok[u] > 0 && int64_t{last_ok[u]} >= start_unix - options.cover_days * kDay;
     }
   }
 

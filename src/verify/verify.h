@@ -22,11 +22,25 @@
 // by the next run of the same scope, which skips what it already did; and
 // a slice (max_duration, budget) takes the stalest chunks first, so
 // repeated slices cover the whole store (rolling verify).
+//
+// The chunks of a run are read in the order that suits the medium: by id
+// (directory order of the local store), or by inode on a spinning disk,
+// where inode order follows the on-disk layout closely enough to turn
+// random seeks into a sweep (Proxmox Backup Server does the same). The
+// order is chosen after the slice: it changes how, never what, is read.
+//
+// Coverage promise (cover_days = N, for a job run at least daily): every
+// chunk not found ok within the last N-1 days (or never) is due and is
+// checked by this run, past any slice limit and any skip; a daily run then
+// reaches a chunk before its last check is N days old. On top of the due
+// chunks comes the slice (the caller's limit, or else an even daily pace,
+// see VerifyReport::pace_bytes).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/logging.h"
@@ -34,6 +48,23 @@
 #include "pipeline/progress.h"
 
 namespace cairn::verify {
+
+// The order distinct chunks are read in.
+enum class ChunkOrder {
+  kAuto,   // kInode when the datastore sits on a rotational device, else kId
+  kId,     // sorted by id: directory order of the local store
+  kInode,  // sorted by the inode of each chunk file (stat'ed first, in parallel)
+};
+std::string_view ChunkOrderName(ChunkOrder order);  // "auto", "id", "inode"
+// InvalidArgument for anything but "auto", "id" and "inode".
+Result<ChunkOrder> ParseChunkOrder(std::string_view text);
+
+// True when the block device holding `path` is rotational, per
+// /sys/dev/block/MAJ:MIN/queue/rotational (the parent device's queue for a
+// partition). False when unknown: no block device (tmpfs, overlay, NFS,
+// btrfs), no sysfs, or `path` missing. Virtual disks often claim to be
+// rotational; inode order costs little there.
+bool IsRotational(const std::string& path);
 
 struct VerifyOptions {
   // Snapshots to check; empty means every snapshot in the datastore.
@@ -61,6 +92,16 @@ struct VerifyOptions {
   // Names the selection, so that an interrupted run is resumed only by a
   // run over the same snapshots ("" = the whole datastore).
   std::string scope;
+  // Read order. With a custom `source` always kId (its layout is unknown).
+  ChunkOrder order = ChunkOrder::kAuto;
+  // The coverage promise, in days (0: none; at most 36500): chunks not found
+  // ok within cover_days - 1 days are checked now whatever the slice limit,
+  // outdated_after or a resumed job say. Without max_duration and budget
+  // the slice is the even pace (VerifyReport::pace_bytes).
+  int cover_days = 0;
+  // Tests: receives the id of every chunk to be read, in reading order (the
+  // order the pipeline starts them), as each stretch is planned.
+  std::vector<crypto::Digest>* planned_reads = nullptr;
 };
 
 // One damaged thing (a chunk, an index, a manifest, a blob), with every
@@ -104,6 +145,23 @@ struct VerifyReport {
   int64_t resumed_from = 0;     // unix start of the run resumed; 0: none
   int64_t oldest_check = 0;     // unix time of the stalest ok chunk after this run; 0: none
   std::string ledger_warning;
+  ChunkOrder order = ChunkOrder::kId;  // the order chunks were read in (never kAuto)
+  // With cover_days. Due: not found ok within cover_days - 1 days (or
+  // never) when this run started, so checked by it.
+  uint64_t due_chunks = 0;
+  uint64_t due_bytes = 0;
+  // The due chunks alone were more than budget allowed, or took longer than
+  // max_duration; they were checked anyway.
+  bool due_over_limit = false;
+  // Of the distinct chunks, after this run: found ok within the last
+  // cover_days days, and never found ok.
+  uint64_t covered_chunks = 0;
+  uint64_t never_checked_chunks = 0;
+  // The bytes a day that keep the promise when spread evenly, as the ledger
+  // stood before this run: the most, over k = 1..cover_days, of the bytes
+  // due by the k-th daily run from now, divided by k. Settles at
+  // selected_bytes / cover_days once the checks are spread out.
+  uint64_t pace_bytes = 0;
   bool ok() const { return problems.empty(); }
 };
 

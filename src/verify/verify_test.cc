@@ -1,13 +1,17 @@
 #include "verify/verify.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include <gtest/gtest.h>
 
 #include "blob/blob.h"
 #include "datastore/snapshot_writer.h"
+#include "verify/ledger.h"
 #include "tests/unit_test_util.h"
 
 namespace cairn::verify {
@@ -67,6 +71,21 @@ class VerifyTest : public ::testing::Test {
     options.record_state = record;
     options.logger = logger_.get();
     return RunVerify(*store_, options);
+  }
+
+  // Records in the ledger that `ids` were found ok at `time`.
+  void CheckedAt(const std::vector<crypto::Digest>& ids, int64_t time) {
+    auto ledger = Ledger::Open(*env_, store_->path(), nullptr);
+    CAIRN_ASSERT_OK(ledger);
+    std::vector<LedgerEntry> batch;
+    for (const auto& id : ids) batch.push_back(LedgerEntry{id, time, ChunkVerdict::kOk});
+    CAIRN_ASSERT_OK((*ledger)->Append(batch));
+  }
+
+  uint64_t InodeOf(const crypto::Digest& id) {
+    struct stat st;
+    EXPECT_EQ(::stat(store_->chunks().ChunkPath(id).c_str(), &st), 0);
+    return st.st_ino;
   }
 
   const SnapshotResult* ResultOf(const VerifyReport& r, const SnapshotRef& s) {
@@ -367,6 +386,166 @@ TEST_F(VerifyTest, WithoutTheLedgerNothingIsRecorded) {
   options.use_ledger = false;
   CAIRN_ASSERT_OK(RunWith(options));
   EXPECT_FALSE(std::filesystem::exists(JoinPath(store_->path(), ".ledger")));
+}
+
+TEST_F(VerifyTest, InodeOrderReadsChunksByInode) {
+  std::vector<crypto::Digest> all = {a_, b_, zero_, c_, d_, e_};
+  std::vector<std::pair<uint64_t, crypto::Digest>> by_inode;
+  for (const auto& id : all) by_inode.emplace_back(InodeOf(id), id);
+  std::sort(by_inode.begin(), by_inode.end());
+  std::vector<crypto::Digest> expected;
+  for (const auto& [inode, id] : by_inode) expected.push_back(id);
+
+  std::vector<crypto::Digest> planned;
+  VerifyOptions options;
+  options.order = ChunkOrder::kInode;
+  options.planned_reads = &planned;
+  auto report = RunWith(options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_TRUE(report->ok());
+  EXPECT_EQ(report->order, ChunkOrder::kInode);
+  EXPECT_EQ(report->checked_chunks, 6u);
+  EXPECT_EQ(planned, expected);
+
+  planned.clear();
+  options.order = ChunkOrder::kId;
+  report = RunWith(options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_EQ(report->order, ChunkOrder::kId);
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(planned, all);
+}
+
+TEST_F(VerifyTest, InodeOrderComesAfterTheSlice) {
+  // Stalest first picks the slice (never checked: e; then the oldest:
+  // a, zero); inode order only arranges what was picked.
+  const int64_t now = env_->NowUnixSeconds();
+  CheckedAt({a_}, now - 500);
+  CheckedAt({zero_}, now - 400);
+  CheckedAt({b_, c_, d_}, now - 100);
+  std::vector<crypto::Digest> planned;
+  VerifyOptions options;
+  options.order = ChunkOrder::kInode;
+  // e, a and zero: 2 chunks and 100 bytes of the selection.
+  options.budget = (2.0 * kChunk + 100.5) / static_cast<double>(4 * kChunk + kChunk / 2 + 100);
+  options.planned_reads = &planned;
+  auto report = RunWith(options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_EQ(report->checked_chunks, 3u);
+  EXPECT_EQ(std::set<crypto::Digest>(planned.begin(), planned.end()),
+            (std::set<crypto::Digest>{e_, a_, zero_}));
+  ASSERT_EQ(planned.size(), 3u);
+  EXPECT_LE(InodeOf(planned[0]), InodeOf(planned[1]));
+  EXPECT_LE(InodeOf(planned[1]), InodeOf(planned[2]));
+}
+
+TEST_F(VerifyTest, AutoOrderResolvesToIdOrInode) {
+  auto report = Run();
+  CAIRN_ASSERT_OK(report);
+  EXPECT_EQ(report->order,
+            IsRotational(store_->chunks().dir()) ? ChunkOrder::kInode : ChunkOrder::kId);
+  // A custom source's layout is unknown: id order, whatever was asked.
+  VerifyOptions options;
+  options.order = ChunkOrder::kInode;
+  options.source = &store_->chunks();
+  report = RunWith(options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_EQ(report->order, ChunkOrder::kId);
+}
+
+TEST_F(VerifyTest, ChunkOrderNamesRoundTrip) {
+  for (ChunkOrder o : {ChunkOrder::kAuto, ChunkOrder::kId, ChunkOrder::kInode}) {
+    auto parsed = ParseChunkOrder(ChunkOrderName(o));
+    CAIRN_ASSERT_OK(parsed);
+    EXPECT_EQ(*parsed, o);
+  }
+  EXPECT_EQ(CodeOf(ParseChunkOrder("disk")), StatusCode::kInvalidArgument);
+}
+
+TEST_F(VerifyTest, RotationalDetectionNeverFails) {
+  // tmpfs has no block device behind it: not rotational.
+  if (std::filesystem::exists("/dev/shm")) {
+    EXPECT_FALSE(IsRotational("/dev/shm"));
+  }
+  EXPECT_FALSE(IsRotational(dir_.Join("no-such-dir")));
+  IsRotational("/");  // a real disk, or not: any answer, no failure
+  IsRotational(dir_.path());
+}
+
+TEST_F(VerifyTest, CoverDaysChecksEveryDueChunkPastTheBudget) {
+  // A 3-day promise: a, b and zero were checked 2.5 days ago and e never,
+  // so they are due; c and d were checked an hour ago.
+  const int64_t now = env_->NowUnixSeconds();
+  CheckedAt({a_, b_, zero_}, now - 60 * 3600);
+  CheckedAt({c_, d_}, now - 3600);
+  std::vector<crypto::Digest> planned;
+  VerifyOptions options;
+  options.budget = 0.01;
+  options.cover_days = 3;
+  options.planned_reads = &planned;
+  auto report = RunWith(options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_TRUE(report->ok());
+  EXPECT_EQ(report->due_chunks, 4u);
+  EXPECT_EQ(report->due_bytes, 3u * kChunk + 100);
+  EXPECT_TRUE(report->due_over_limit);
+  EXPECT_EQ(report->checked_chunks, 4u);
+  EXPECT_EQ(std::set<crypto::Digest>(planned.begin(), planned.end()),
+            (std::set<crypto::Digest>{a_, b_, zero_, e_}));
+  EXPECT_EQ(report->left_chunks, 2u);
+  EXPECT_EQ(report->covered_chunks, 6u);
+  EXPECT_EQ(report->never_checked_chunks, 0u);
+  // The due chunks are the most any day needs: c and d fall due in 3 days.
+  EXPECT_EQ(report->pace_bytes, report->due_bytes);
+}
+
+TEST_F(VerifyTest, CoverDaysOverridesOutdatedAfter) {
+  const int64_t now = env_->NowUnixSeconds();
+  CheckedAt({a_, b_, zero_, c_, d_, e_}, now - 60 * 3600);
+  VerifyOptions options;
+  options.outdated_after_s = 7 * 86400;  // would skip all of them
+  options.cover_days = 3;
+  auto report = RunWith(options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_EQ(report->fresh_chunks, 0u);
+  EXPECT_EQ(report->due_chunks, 6u);
+  EXPECT_EQ(report->checked_chunks, 6u);
+  EXPECT_FALSE(report->due_over_limit) << "no limit given";
+}
+
+TEST_F(VerifyTest, CoverDaysAloneChecksTheEvenPace) {
+  CAIRN_ASSERT_OK(Run());  // everything checked now: nothing due for two days
+  VerifyOptions options;
+  options.cover_days = 3;
+  auto report = RunWith(options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_EQ(report->due_chunks, 0u);
+  EXPECT_EQ(report->pace_bytes, (report->selected_bytes + 2) / 3);
+  EXPECT_GE(report->raw_bytes, report->pace_bytes);
+  EXPECT_GT(report->checked_chunks, 0u);
+  EXPECT_LT(report->checked_chunks, 6u);
+  EXPECT_EQ(report->checked_chunks + report->left_chunks, 6u);
+  EXPECT_EQ(report->covered_chunks, 6u);
+}
+
+TEST_F(VerifyTest, DueChunksIgnoreTheTimeLimit) {
+  // Nothing was ever checked: all due, however short the slice.
+  VerifyOptions options;
+  options.max_duration_ns = 1;
+  options.cover_days = 3;
+  options.order = ChunkOrder::kInode;
+  auto report = RunWith(options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_EQ(report->due_chunks, 6u);
+  EXPECT_EQ(report->checked_chunks, 6u);
+  EXPECT_EQ(report->left_chunks, 0u);
+  EXPECT_TRUE(report->due_over_limit);
+}
+
+TEST_F(VerifyTest, CoverDaysOutOfRangeIsRefused) {
+  VerifyOptions options;
+  options.cover_days = -1;
+  EXPECT_EQ(CodeOf(RunWith(options)), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

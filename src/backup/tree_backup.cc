@@ -510,7 +510,6 @@ class TreeJob {
       stats_.changed++;
       log_.Warn("/{} changed while it was read; stored {} bytes as read", e.path, done);
     }
-    ::posix_fadvise(item.fd.get(), 0, 0, POSIX_FADV_DONTNEED);
     item.fd.Reset();
     e.size = done;
     last_file_end_ = e.payload_offset + done;

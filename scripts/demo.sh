@@ -67,8 +67,11 @@ rm -rf "$dir/srv-restored"
 "$cairn" restore -r "$store" host/web/latest root.tree "$dir/srv-restored"
 diff -r --no-dereference "$tree" "$dir/srv-restored" && echo "restored tree is identical to the source (content, symlinks)"
 echo "== list and read one file without restoring (metadata only + the chunks it needs)"
-"$cairn" ls -r "$store" host/web/latest root.tree | head -5
-one=$(cd "$tree" && find . -type f -size -64k | head -1 | sed 's|^\./||')
+"$cairn" ls -r "$store" host/web/latest root.tree >"$dir/ls.txt"
+sed -n 1,5p "$dir/ls.txt"
+echo "... $(wc -l <"$dir/ls.txt") entries in all"
+one=$(cd "$tree" && find . -type f -size -64k -print -quit)
+one=${one#./}
 time "$cairn" cat -r "$store" host/web/latest root.tree "$one" | cmp - "$tree/$one" && echo "cat $one: identical"
 echo "== verify the whole datastore"
 "$cairn" verify -r "$store"

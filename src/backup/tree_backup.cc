@@ -24,6 +24,7 @@
 #include "pipeline/bounded_queue.h"
 #include "pipeline/buffer_pool.h"
 #include "pipeline/worker_group.h"
+#include "base/unique_fd.h"
 #include "tree/fs_meta.h"
 #include "tree/tree_format.h"
 
@@ -41,43 +42,6 @@ constexpr size_t kReadSize = size_t{1} << 20;
 constexpr size_t kWalkQueue = 256;
 
 int64_t Nanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
-
-Status ErrnoStatus(int err, const std::string& what) { return ErrnoToStatus(err, what); }
-
-// Orders relative paths as a depth-first walk with children sorted by name
-// visits them: component by component ('/' sorts before every name byte).
-int ComparePreorder(std::string_view a, std::string_view b) {
-  size_t n = std::min(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    auto x = static_cast<unsigned char>(a[i] == '/' ? 0 : a[i]);
-    auto y = static_cast<unsigned char>(b[i] == '/' ? 0 : b[i]);
-    if (x != y) return x < y ? -1 : 1;
-  }
-  return a.size() == b.size() ? 0 : (a.size() < b.size() ? -1 : 1);
-}
-
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~Fd() { Reset(); }
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // The previous snapshot's archive of the same name: its metadata stream,
 // read entry by entry in step with the walk (both are in pre-order), and
@@ -128,7 +92,7 @@ class PreviousTree {
         }
         cur_ = std::move(**next);
       }
-      int c = ComparePreorder(cur_->path, path);
+      int c = tree::CompareTreePaths(cur_->path, path);
       if (c > 0) return nullptr;
       if (c == 0) return cur_->kind == EntryKind::kFile ? &*cur_ : nullptr;
       cur_.reset();
@@ -168,7 +132,7 @@ class PreviousTree {
 struct WalkItem {
   enum class Type { kBeginDir, kEndDir, kEntry } type = Type::kEntry;
   Entry entry;
-  Fd fd;                  // a regular file to read
+  UniqueFd fd;                  // a regular file to read
   struct stat st {};      // as walked, for change detection
   bool reuse = false;     // unchanged: reuse the previous payload range
   uint64_t old_offset = 0;
@@ -208,7 +172,7 @@ class TreeJob {
     RaiseFileLimit();
     struct stat root_st {};
     if (::stat(source_dir.c_str(), &root_st) != 0) {
-      return ErrnoStatus(errno, fmt::format("cannot back up {}", source_dir));
+      return ErrnoToStatus(errno, fmt::format("cannot back up {}", source_dir));
     }
     if (!S_ISDIR(root_st.st_mode)) {
       return InvalidArgumentError(fmt::format(
@@ -216,8 +180,8 @@ class TreeJob {
           "file or device)",
           source_dir));
     }
-    Fd root(::open(source_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (root.get() < 0) return ErrnoStatus(errno, fmt::format("cannot open {}", source_dir));
+    UniqueFd root(::open(source_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (root.get() < 0) return ErrnoToStatus(errno, fmt::format("cannot open {}", source_dir));
     CAIRN_ASSIGN_OR_RETURN(Entry root_entry,
                            tree::CaptureEntry(AT_FDCWD, source_dir, "", root_st, options_.xattrs));
     root_entry.name.clear();
@@ -303,12 +267,12 @@ class TreeJob {
 
   Result<std::vector<std::string>> ReadNames(int dirfd, const std::string& path) {
     int fd = ::dup(dirfd);
-    if (fd < 0) return ErrnoStatus(errno, fmt::format("cannot read directory /{}", path));
+    if (fd < 0) return ErrnoToStatus(errno, fmt::format("cannot read directory /{}", path));
     DIR* dir = ::fdopendir(fd);
     if (dir == nullptr) {
       int err = errno;
       ::close(fd);
-      return ErrnoStatus(err, fmt::format("cannot read directory /{}", path));
+      return ErrnoToStatus(err, fmt::format("cannot read directory /{}", path));
     }
     ::rewinddir(dir);
     std::vector<std::string> names;
@@ -319,7 +283,7 @@ class TreeJob {
     }
     int err = errno;
     ::closedir(dir);
-    if (err != 0) return ErrnoStatus(err, fmt::format("cannot read directory /{}", path));
+    if (err != 0) return ErrnoToStatus(err, fmt::format("cannot read directory /{}", path));
     std::sort(names.begin(), names.end());
     return names;
   }
@@ -376,7 +340,7 @@ class TreeJob {
           if (!Push(std::move(b)) || !Push(std::move(end))) return Cancelled();
           continue;
         }
-        Fd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        UniqueFd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (sub.get() < 0) {
           Skip(fmt::format("skipped directory /{}: {}", path, std::strerror(errno)));
           continue;
@@ -419,7 +383,7 @@ class TreeJob {
             Skip(fmt::format("skipped /{}: {}", path, std::strerror(errno)));
             continue;
           }
-          item.fd = Fd(fd);
+          item.fd = UniqueFd(fd);
           ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
         }
       }
@@ -490,7 +454,7 @@ class TreeJob {
         }
         int err = errno;
         data_.cur.resize(old);
-        return ErrnoStatus(err, fmt::format("reading /{}", e.path));
+        return ErrnoToStatus(err, fmt::format("reading /{}", e.path));
       }
       data_.cur.resize(old + static_cast<size_t>(got));
       if (got == 0) {

@@ -17,29 +17,10 @@
 #include <fmt/format.h>
 
 #include "base/env.h"
+#include "base/unique_fd.h"
 
 namespace cairn {
 namespace {
-
-// Closes an fd on scope exit unless released.
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 Status FdStat(int fd, const std::string& path, FileInfo* info) {
   struct stat st;

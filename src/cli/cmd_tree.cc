@@ -140,7 +140,7 @@ Status ListTree(Context& ctx, const TreeArgs& args) {
     if (!e.has_value()) break;
     if (!IsWithin(e->path, top)) {
       // Sorted stream: once past `top` and its subtree, nothing follows.
-      if (restore::CompareTreePaths(e->path, top) > 0) break;
+      if (tree::CompareTreePaths(e->path, top) > 0) break;
       continue;
     }
     if (ctx.json) {

@@ -51,18 +51,6 @@ class ZeroChunks {
   std::unordered_map<uint32_t, std::optional<crypto::Digest>> digests_;
 };
 
-// Splits "a/b/c" into its components (none for "").
-std::vector<std::string_view> Components(std::string_view path) {
-  std::vector<std::string_view> out;
-  while (!path.empty()) {
-    size_t slash = path.find('/');
-    out.push_back(path.substr(0, slash));
-    if (slash == std::string_view::npos) break;
-    path.remove_prefix(slash + 1);
-  }
-  return out;
-}
-
 }  // namespace
 
 Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, Bytes* out) {
@@ -82,15 +70,6 @@ Result<ByteSpan> DecodeCheckedChunk(const Bytes& stored, const crypto::Digest& i
                                      crypto::DigestHex(id), plain->size(), length));
   }
   return plain;
-}
-
-int CompareTreePaths(std::string_view a, std::string_view b) {
-  std::vector<std::string_view> ca = Components(a), cb = Components(b);
-  for (size_t i = 0; i < ca.size() && i < cb.size(); ++i) {
-    if (int c = ca[i].compare(cb[i]); c != 0) return c < 0 ? -1 : 1;
-  }
-  if (ca.size() == cb.size()) return 0;
-  return ca.size() < cb.size() ? -1 : 1;
 }
 
 struct TreeArchiveReader::Impl {
@@ -162,7 +141,7 @@ Result<tree::Entry> TreeArchiveReader::Find(const std::string& path) {
   while (true) {
     CAIRN_ASSIGN_OR_RETURN(std::optional<tree::Entry> e, Next());
     if (!e.has_value()) break;
-    int c = CompareTreePaths(e->path, path);
+    int c = tree::CompareTreePaths(e->path, path);
     if (c == 0) return std::move(*e);
     if (c > 0) break;  // pre-order with sorted names: it would have come by now
   }

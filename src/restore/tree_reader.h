@@ -84,8 +84,4 @@ Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, Byt
 Result<ByteSpan> DecodeCheckedChunk(const Bytes& stored, const crypto::Digest& id,
                                     uint32_t length, Bytes* scratch);
 
-// Orders relative paths as the metadata stream does: component by component,
-// names compared as bytes ("a/b" < "a.b", since "a" < "a.b"). <0, 0, >0.
-int CompareTreePaths(std::string_view a, std::string_view b);
-
 }  // namespace cairn::restore

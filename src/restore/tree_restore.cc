@@ -20,6 +20,7 @@
 
 #include "pipeline/fetch_pipeline.h"
 #include "restore/tree_reader.h"
+#include "base/unique_fd.h"
 #include "tree/fs_meta.h"
 
 namespace cairn::restore {
@@ -34,34 +35,6 @@ constexpr uint64_t kMaxBatchBytes = uint64_t{256} << 20;
 // Descriptors left for the pipeline's reads and everything else.
 constexpr size_t kReservedFds = 128;
 constexpr size_t kMaxWarnings = 100;
-
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  ~UniqueFd() { Reset(); }
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);  // read-only or already-reported descriptors
-    fd_ = -1;
-  }
-  // Closes, reporting the error (a write-back failure can surface here).
-  Status Close(const std::string& what) {
-    int fd = std::exchange(fd_, -1);
-    if (fd >= 0 && ::close(fd) != 0 && errno != EINTR) return ErrnoToStatus(errno, what);
-    return Status::Ok();
-  }
-
- private:
-  int fd_;
-};
 
 size_t Depth(std::string_view path) {
   return path.empty() ? 0 : 1 + static_cast<size_t>(std::count(path.begin(), path.end(), '/'));

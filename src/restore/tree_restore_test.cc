@@ -624,11 +624,11 @@ TEST_F(TreeReaderTest, ListsFindsAndReadsRanges) {
 }
 
 TEST_F(TreeReaderTest, ComparesPathsComponentByComponent) {
-  EXPECT_LT(CompareTreePaths("a/b", "a.b"), 0);
-  EXPECT_LT(CompareTreePaths("", "a"), 0);
-  EXPECT_LT(CompareTreePaths("a", "a/b"), 0);
-  EXPECT_EQ(CompareTreePaths("a/b", "a/b"), 0);
-  EXPECT_GT(CompareTreePaths("b", "a/z"), 0);
+  EXPECT_LT(tree::CompareTreePaths("a/b", "a.b"), 0);
+  EXPECT_LT(tree::CompareTreePaths("", "a"), 0);
+  EXPECT_LT(tree::CompareTreePaths("a", "a/b"), 0);
+  EXPECT_EQ(tree::CompareTreePaths("a/b", "a/b"), 0);
+  EXPECT_GT(tree::CompareTreePaths("b", "a/z"), 0);
 }
 
 }  // namespace

@@ -16,26 +16,13 @@
 #include <optional>
 #include <unordered_map>
 
+#include "base/unique_fd.h"
+
 namespace cairn::tree {
 namespace {
 
 constexpr size_t kMaxOwnerName = 255;
 constexpr size_t kMaxLinkTarget = 4095;
-
-// Closes the fd it holds.
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // A path naming `name` in `dirfd` for the l*xattr calls: the kernel resolves
 // /proc/self/fd/N to the directory itself, and the l-variants do not follow
@@ -77,7 +64,7 @@ std::optional<std::string> ReadGrowing(Call call) {
 }
 
 Result<std::vector<Xattr>> ReadXattrsOf(int dirfd, const std::string& name, mode_t mode) {
-  ScopedFd fd(OpenForXattrs(dirfd, name, mode));
+  UniqueFd fd(OpenForXattrs(dirfd, name, mode));
   const std::string path = ProcPath(dirfd, name);
   auto list = ReadGrowing([&](char* buf, size_t size) {
     return fd.get() >= 0 ? ::flistxattr(fd.get(), buf, size)
@@ -244,7 +231,7 @@ Status ApplyXattrs(int dirfd, const std::string& name, const Entry& e,
   const mode_t type = e.kind == EntryKind::kDirectory ? S_IFDIR
                       : e.kind == EntryKind::kFile    ? S_IFREG
                                                       : 0;
-  ScopedFd fd(OpenForXattrs(dirfd, name, type));
+  UniqueFd fd(OpenForXattrs(dirfd, name, type));
   const std::string path = ProcPath(dirfd, name);
   for (const Xattr& x : e.xattrs) {
     int rc = fd.get() >= 0

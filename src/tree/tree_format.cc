@@ -359,6 +359,16 @@ bool ReadEntryFields(RecordReader& r, const std::string& parent, Entry& e) {
 
 }  // namespace
 
+int CompareTreePaths(std::string_view a, std::string_view b) {
+  size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    auto x = static_cast<unsigned char>(a[i] == '/' ? 0 : a[i]);
+    auto y = static_cast<unsigned char>(b[i] == '/' ? 0 : b[i]);
+    if (x != y) return x < y ? -1 : 1;
+  }
+  return a.size() == b.size() ? 0 : (a.size() < b.size() ? -1 : 1);
+}
+
 bool IsValidName(std::string_view name) { return NameProblem(name).empty(); }
 
 // ---- TreeEncoder ------------------------------------------------------------

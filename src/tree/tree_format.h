@@ -184,6 +184,12 @@ Result<std::vector<Entry>> DecodeTree(ByteSpan stream, uint64_t payload_size);
 // fuzz seeds. InvalidArgument when the list is not a valid pre-order.
 Result<Bytes> EncodeTree(const std::vector<Entry>& entries);
 
+// Orders relative paths as the metadata stream does (depth-first, children
+// sorted by name bytes): component by component, so a directory comes before
+// everything below it and "a/b" < "a.b" (since "a" < "a.b"). <0, 0, >0.
+// Allocation-free: '/' compares below every byte a name may hold.
+int CompareTreePaths(std::string_view a, std::string_view b);
+
 // True when `name` is a valid entry name (not the root's "").
 bool IsValidName(std::string_view name);
 

@@ -28,6 +28,7 @@ struct FileInfo {
   bool is_block_device = false;
   uint64_t inode = 0;
   int64_t mtime_ns = 0;
+  int64_t atime_ns = 0;  // garbage collection's "last used" time for chunks
 };
 
 class ReadableFile {
@@ -112,8 +113,18 @@ class Env {
   // Non-blocking flock on `path` (created if absent). Unavailable when
   // another process holds a conflicting lock.
   virtual Result<std::unique_ptr<FileLock>> TryLock(const std::string& path, bool exclusive) = 0;
+  // The same on an existing file, opened read-only and never created
+  // (NotFound when absent): a lock on a file that others may remove.
+  virtual Result<std::unique_ptr<FileLock>> TryLockExisting(const std::string& path,
+                                                            bool exclusive) = 0;
+  // Sets the access time of `path` to `unix_nanos`, leaving the modification
+  // time alone (utimensat; works on noatime/relatime mounts). NotFound when
+  // absent. Garbage collection reads it back as FileInfo::atime_ns.
+  virtual Status SetAccessTime(const std::string& path, int64_t unix_nanos) = 0;
 
   virtual int64_t NowUnixSeconds() = 0;
+  // Wall clock in nanoseconds (CLOCK_REALTIME), comparable with atime_ns.
+  virtual int64_t NowUnixNanos() = 0;
   virtual int64_t NowMonotonicNanos() = 0;
 };
 
@@ -147,7 +158,14 @@ class EnvWrapper : public Env {
   Result<std::unique_ptr<FileLock>> TryLock(const std::string& p, bool exclusive) override {
     return target_->TryLock(p, exclusive);
   }
+  Result<std::unique_ptr<FileLock>> TryLockExisting(const std::string& p, bool exclusive) override {
+    return target_->TryLockExisting(p, exclusive);
+  }
+  Status SetAccessTime(const std::string& p, int64_t unix_nanos) override {
+    return target_->SetAccessTime(p, unix_nanos);
+  }
   int64_t NowUnixSeconds() override { return target_->NowUnixSeconds(); }
+  int64_t NowUnixNanos() override { return target_->NowUnixNanos(); }
   int64_t NowMonotonicNanos() override { return target_->NowMonotonicNanos(); }
 
  private:

@@ -31,6 +31,7 @@ Status FdStat(int fd, const std::string& path, FileInfo* info) {
   info->is_block_device = S_ISBLK(st.st_mode);
   info->inode = st.st_ino;
   info->mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  info->atime_ns = int64_t{st.st_atim.tv_sec} * 1000000000 + st.st_atim.tv_nsec;
   if (info->is_block_device) {
     uint64_t bytes = 0;
     if (::ioctl(fd, BLKGETSIZE64, &bytes) != 0) {
@@ -347,8 +348,39 @@ class PosixEnv final : public Env {
     return std::unique_ptr<FileLock>(std::make_unique<PosixFileLock>(fd.release()));
   }
 
+  Result<std::unique_ptr<FileLock>> TryLockExisting(const std::string& path,
+                                                    bool exclusive) override {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return ErrnoToStatus(errno, fmt::format("open {}", path));
+    if (::flock(fd.get(), (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK) {
+        return UnavailableError(fmt::format("{} is locked by another process", path));
+      }
+      return ErrnoToStatus(errno, fmt::format("lock {}", path));
+    }
+    return std::unique_ptr<FileLock>(std::make_unique<PosixFileLock>(fd.release()));
+  }
+
+  Status SetAccessTime(const std::string& path, int64_t unix_nanos) override {
+    struct timespec times[2];
+    times[0].tv_sec = unix_nanos / 1000000000;
+    times[0].tv_nsec = unix_nanos % 1000000000;
+    times[1].tv_sec = 0;
+    times[1].tv_nsec = UTIME_OMIT;
+    if (::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) {
+      return ErrnoToStatus(errno, fmt::format("set access time of {}", path));
+    }
+    return Status::Ok();
+  }
+
   int64_t NowUnixSeconds() override {
     return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  int64_t NowUnixNanos() override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::system_clock::now().time_since_epoch())
         .count();
   }

@@ -75,6 +75,11 @@ void RegisterSnapshots(CLI::App& app, Context& ctx);
 void RegisterRestore(CLI::App& app, Context& ctx);
 void RegisterVerify(CLI::App& app, Context& ctx);
 void RegisterTree(CLI::App& app, Context& ctx);  // ls, cat
+// prune, forget, protect, unprotect, notes
+void RegisterPrune(CLI::App& app, Context& ctx);
+void RegisterGc(CLI::App& app, Context& ctx);
+void RegisterStatus(CLI::App& app, Context& ctx);
+void RegisterBenchmark(CLI::App& app, Context& ctx);
 
 inline constexpr char kVersion[] = "0.1.0";
 

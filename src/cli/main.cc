@@ -23,6 +23,10 @@ int main(int argc, char** argv) {
   RegisterRestore(app, ctx);
   RegisterVerify(app, ctx);
   RegisterTree(app, ctx);
+  RegisterPrune(app, ctx);
+  RegisterGc(app, ctx);
+  RegisterStatus(app, ctx);
+  RegisterBenchmark(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -298,4 +298,42 @@ Result<std::unique_ptr<FileLock>> Datastore::LockGroup(const GroupRef& group) co
   return lock;
 }
 
+Result<std::unique_ptr<FileLock>> Datastore::LockSnapshotShared(const SnapshotRef& snap) const {
+  std::string manifest = JoinPath(SnapshotDir(snap), index::kManifestFileName);
+  auto lock = env_.TryLockExisting(manifest, /*exclusive=*/false);
+  if (!lock.ok()) {
+    if (lock.status().code() == StatusCode::kNotFound) {
+      return NotFoundError(
+          fmt::format("snapshot {} not found in datastore {}", snap.ToString(), path_));
+    }
+    if (lock.status().code() == StatusCode::kUnavailable) {
+      return UnavailableError(fmt::format("snapshot {} is being removed", snap.ToString()));
+    }
+    return lock.status();
+  }
+  // Forget unlinks the manifest while holding the exclusive lock; if that
+  // happened between our open and our flock, the snapshot is gone.
+  if (!env_.Stat(manifest).ok()) {
+    return NotFoundError(
+        fmt::format("snapshot {} not found in datastore {}", snap.ToString(), path_));
+  }
+  return lock;
+}
+
+Result<std::unique_ptr<FileLock>> Datastore::LockSnapshotExclusive(const SnapshotRef& snap) const {
+  std::string manifest = JoinPath(SnapshotDir(snap), index::kManifestFileName);
+  auto lock = env_.TryLockExisting(manifest, /*exclusive=*/true);
+  if (!lock.ok() && lock.status().code() == StatusCode::kUnavailable) {
+    return UnavailableError(fmt::format(
+        "snapshot {} is in use (a restore reads it, or a running backup uses it as its base); "
+        "try again when that has finished",
+        snap.ToString()));
+  }
+  if (!lock.ok() && lock.status().code() == StatusCode::kNotFound) {
+    return NotFoundError(
+        fmt::format("snapshot {} not found in datastore {}", snap.ToString(), path_));
+  }
+  return lock;
+}
+
 }  // namespace cairn::datastore

@@ -93,6 +93,16 @@ class Datastore {
   // says so) when another backup of the group is running.
   Result<std::unique_ptr<FileLock>> LockGroup(const GroupRef& group) const;
 
+  // Snapshot locks are flocks on the snapshot's manifest, so a read-only
+  // store needs no lock file. Shared: held by a restore for its whole run and
+  // by a backup on its dedup base, so forget and prune leave the snapshot
+  // alone. NotFound when the snapshot is gone (forgotten meanwhile: a lock on
+  // a manifest that was unlinked after we opened it counts as gone).
+  Result<std::unique_ptr<FileLock>> LockSnapshotShared(const SnapshotRef& snap) const;
+  // Exclusive, for forget and prune. Unavailable, with a message saying the
+  // snapshot is in use, while a shared lock is held.
+  Result<std::unique_ptr<FileLock>> LockSnapshotExclusive(const SnapshotRef& snap) const;
+
  private:
   Datastore(Env& env, std::string path, std::unique_ptr<store::LocalChunkStore> chunks)
       : env_(env), path_(std::move(path)), chunks_(std::move(chunks)) {}

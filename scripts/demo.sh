@@ -76,4 +76,8 @@ time "$cairn" cat -r "$store" host/web/latest root.tree "$one" | cmp - "$tree/$o
 echo "== verify the whole datastore"
 "$cairn" verify -r "$store"
 "$cairn" snapshots -r "$store"
+echo "== retention: keep the newest image snapshot, then give back the space of the rest"
+"$cairn" prune -r "$store" vm/100 --keep-last 1
+"$cairn" gc -r "$store" --grace 0
+"$cairn" status -r "$store"
 echo "== done; files are in $dir (remove with: rm -rf $dir)"

@@ -1,9 +1,9 @@
 #include "backup/backup.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "blob/blob.h"
 #include "datastore/snapshot_writer.h"
@@ -98,9 +98,9 @@ Status BackupOneBlob(const datastore::Datastore& store, datastore::SnapshotWrite
   auto data = ReadWholeFile(store.env(), spec.source, blob::kMaxRawSize);
   if (!data.ok()) {
     if (data.status().code() == StatusCode::kInvalidArgument) {
-      return InvalidArgumentError(fmt::format(
-          "{}; .blob archives hold small files whole, use NAME.img for large ones",
-          data.status().message()));
+      return InvalidArgumentError(
+          fmt::format("{}; .blob archives hold small files whole, use NAME.img for large ones",
+                      data.status().message()));
     }
     return data.status();
   }
@@ -114,10 +114,10 @@ Status BackupOneBlob(const datastore::Datastore& store, datastore::SnapshotWrite
 Result<ArchiveSpec> ParseArchiveSpec(std::string_view text) {
   size_t eq = text.find('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size()) {
-    return InvalidArgumentError(fmt::format(
-        "archive '{}' must be NAME=SOURCE, like disk0.img=/dev/sdb, root.tree=/srv or "
-        "vm.conf.blob=/etc/vm.conf",
-        text));
+    return InvalidArgumentError(
+        fmt::format("archive '{}' must be NAME=SOURCE, like disk0.img=/dev/sdb, root.tree=/srv or "
+                    "vm.conf.blob=/etc/vm.conf",
+                    text));
   }
   ArchiveSpec spec{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
   CAIRN_RETURN_IF_ERROR(index::ParseArchiveName(spec.name).status());
@@ -126,16 +126,31 @@ Result<ArchiveSpec> ParseArchiveSpec(std::string_view text) {
 
 Result<BackupReport> RunBackup(const datastore::Datastore& store, const BackupOptions& options) {
   Env& env = store.env();
-  if (options.archives.empty()) return InvalidArgumentError("nothing to back up: no archives given");
+  if (options.archives.empty())
+    return InvalidArgumentError("nothing to back up: no archives given");
   int64_t start = env.NowMonotonicNanos();
   CAIRN_ASSIGN_OR_RETURN(int64_t time, PickTime(store, options));
   datastore::SnapshotRef snap{options.group, time};
   CAIRN_ASSIGN_OR_RETURN(auto writer, datastore::SnapshotWriter::Begin(store, snap));
 
-  // Under the group lock, the latest finished snapshot is stable.
+  // Under the group lock no snapshot is added to the group, but forget and
+  // prune may remove one: the base is locked (shared) for the whole run, so
+  // the chunks reused from it without being read stay referenced, and gc
+  // keeps them (docs/ARCHITECTURE.md, "Garbage collection").
   std::optional<datastore::SnapshotRef> prev;
+  std::unique_ptr<FileLock> base_lock;
   CAIRN_ASSIGN_OR_RETURN(auto snaps, store.ListSnapshots(options.group));
-  if (!snaps.empty()) prev = snaps.back();
+  while (!snaps.empty()) {
+    auto lock = store.LockSnapshotShared(snaps.back());
+    if (lock.ok()) {
+      prev = snaps.back();
+      base_lock = std::move(*lock);
+      break;
+    }
+    StatusCode code = lock.status().code();
+    if (code != StatusCode::kNotFound && code != StatusCode::kUnavailable) return lock.status();
+    snaps.pop_back();  // being forgotten: the one before is the base
+  }
 
   BackupReport report;
   report.snapshot = snap;

@@ -73,9 +73,9 @@ class FileLock {
 };
 
 enum class OpenMode {
-  kCreateNew,     // must not exist (O_EXCL)
-  kTruncate,      // create or truncate to zero
-  kExisting,      // must exist; contents kept (files and block devices)
+  kCreateNew,  // must not exist (O_EXCL)
+  kTruncate,   // create or truncate to zero
+  kExisting,   // must exist; contents kept (files and block devices)
   // Created if absent, contents kept (O_CREAT | O_APPEND): every Append()
   // lands at the end of the file as it is at that moment, even with other
   // writers (other descriptors, other processes), so appends never overwrite

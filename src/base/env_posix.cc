@@ -1,6 +1,7 @@
 // The real Env: POSIX calls, errno mapped to Status with the path named.
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <linux/fs.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
@@ -13,8 +14,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "base/env.h"
 #include "base/unique_fd.h"
@@ -50,8 +49,8 @@ class PosixReadableFile final : public ReadableFile {
   Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> buf) override {
     size_t done = 0;
     while (done < buf.size()) {
-      ssize_t n = ::pread(fd_, buf.data() + done, buf.size() - done,
-                          static_cast<off_t>(offset + done));
+      ssize_t n =
+          ::pread(fd_, buf.data() + done, buf.size() - done, static_cast<off_t>(offset + done));
       if (n < 0) {
         if (errno == EINTR) continue;
         return ErrnoToStatus(errno, fmt::format("read {} at offset {}", path_, offset + done));
@@ -211,8 +210,8 @@ class PosixWritableFile final : public WritableFile {
   Status WriteAll(int fd, uint64_t offset, ByteSpan data) {
     size_t done = 0;
     while (done < data.size()) {
-      ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done,
-                           static_cast<off_t>(offset + done));
+      ssize_t n =
+          ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
       if (n < 0) {
         if (errno == EINTR) continue;
         return ErrnoToStatus(errno, fmt::format("write {} at offset {}", path_, offset + done));
@@ -250,10 +249,17 @@ class PosixEnv final : public Env {
                                                      OpenMode mode) override {
     int flags = O_WRONLY | O_CLOEXEC;
     switch (mode) {
-      case OpenMode::kCreateNew: flags |= O_CREAT | O_EXCL; break;
-      case OpenMode::kTruncate: flags |= O_CREAT | O_TRUNC; break;
-      case OpenMode::kExisting: break;
-      case OpenMode::kAppend: flags |= O_CREAT | O_APPEND; break;
+      case OpenMode::kCreateNew:
+        flags |= O_CREAT | O_EXCL;
+        break;
+      case OpenMode::kTruncate:
+        flags |= O_CREAT | O_TRUNC;
+        break;
+      case OpenMode::kExisting:
+        break;
+      case OpenMode::kAppend:
+        flags |= O_CREAT | O_APPEND;
+        break;
     }
     int fd = ::open(path.c_str(), flags, 0644);
     if (fd < 0) return ErrnoToStatus(errno, fmt::format("open {} for writing", path));
@@ -277,6 +283,7 @@ class PosixEnv final : public Env {
     info.is_block_device = S_ISBLK(st.st_mode);
     info.inode = st.st_ino;
     info.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+    info.atime_ns = int64_t{st.st_atim.tv_sec} * 1000000000 + st.st_atim.tv_nsec;
     if (info.is_block_device) {
       UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
       if (fd.get() < 0) return ErrnoToStatus(errno, fmt::format("open {}", path));
@@ -286,7 +293,8 @@ class PosixEnv final : public Env {
   }
 
   Status CreateDir(const std::string& path) override {
-    if (::mkdir(path.c_str(), 0755) != 0) return ErrnoToStatus(errno, fmt::format("mkdir {}", path));
+    if (::mkdir(path.c_str(), 0755) != 0)
+      return ErrnoToStatus(errno, fmt::format("mkdir {}", path));
     return Status::Ok();
   }
 
@@ -325,7 +333,8 @@ class PosixEnv final : public Env {
   Status SyncDir(const std::string& path) override {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd.get() < 0) return ErrnoToStatus(errno, fmt::format("open directory {}", path));
-    if (::fsync(fd.get()) != 0) return ErrnoToStatus(errno, fmt::format("fsync directory {}", path));
+    if (::fsync(fd.get()) != 0)
+      return ErrnoToStatus(errno, fmt::format("fsync directory {}", path));
     return Status::Ok();
   }
 

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
+#include "maintenance/prune.h"
 
 namespace cairn::cli {
 namespace {
@@ -10,6 +11,16 @@ std::string VerifyText(const std::optional<datastore::VerifyState>& v) {
   if (!v) return "not verified";
   return fmt::format("{} {}", v->outcome == datastore::VerifyOutcome::kOk ? "ok" : "FAILED",
                      datastore::FormatRfc3339(v->time));
+}
+
+// The first line of `notes`, cut to at most `max` bytes on a UTF-8
+// character boundary, for the table.
+std::string FirstLine(const std::string& notes, size_t max = 60) {
+  std::string line = notes.substr(0, notes.find('\n'));
+  if (line.size() <= max) return line;
+  size_t cut = max - 3;
+  while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+  return line.substr(0, cut) + "...";
 }
 
 void Run(Context& ctx, const std::string& group_text) {
@@ -30,10 +41,19 @@ void Run(Context& ctx, const std::string& group_text) {
     snaps = *list;
   }
   nlohmann::json out = nlohmann::json::array();
-  if (!ctx.json) fmt::print("{:<40} {:>12}  {:<36} {}\n", "snapshot", "size", "archives", "verify");
+  if (!ctx.json) {
+    fmt::print("{:<40} {:>12}  {:<36} {:<24} {:<9} {}\n", "snapshot", "size", "archives", "verify",
+               "protected", "notes");
+  }
   for (const auto& snap : snaps) {
     auto manifest = (*store)->ReadManifest(snap);
     auto verify = (*store)->ReadVerifyState(snap);
+    // A listing shows what it can: an unreadable flag or notes file reads as
+    // none rather than hiding the snapshot.
+    auto is_protected = maintenance::IsProtected(**store, snap);
+    const bool prot = is_protected.ok() && *is_protected;
+    auto read_notes = maintenance::ReadNotes(**store, snap);
+    const std::string notes = read_notes.ok() ? *read_notes : std::string();
     uint64_t size = 0;
     std::string names;
     nlohmann::json archives = nlohmann::json::array();
@@ -60,11 +80,17 @@ void Run(Context& ctx, const std::string& group_text) {
                      {"time", snap.TimeString()},
                      {"size", size},
                      {"archives", archives},
-                     {"verify", v}});
+                     {"verify", v},
+                     {"protected", prot},
+                     {"notes", notes}});
     } else {
       std::string name = snap.group.ns.empty() ? snap.ToString()
                                                : fmt::format("[{}] {}", snap.group.ns, snap.ToString());
-      fmt::print("{:<40} {:>12}  {:<36} {}\n", name, HumanBytes(size), names, VerifyText(verify));
+      std::string line = fmt::format("{:<40} {:>12}  {:<36} {:<24} {:<9} {}", name,
+                                     HumanBytes(size), names, VerifyText(verify),
+                                     prot ? "yes" : "-", FirstLine(notes));
+      line.erase(line.find_last_not_of(' ') + 1);  // no padding after the last column
+      fmt::print("{}\n", line);
     }
   }
   if (ctx.json) PrintJson(out);

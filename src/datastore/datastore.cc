@@ -1,9 +1,11 @@
 #include "datastore/datastore.h"
 
-#include <algorithm>
-#include <cstdint>
-
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "blob/blob.h"
@@ -64,8 +66,8 @@ Result<std::unique_ptr<Datastore>> Datastore::Open(Env& env, const std::string& 
   auto info = env.Stat(path);
   if (!info.ok()) {
     if (info.status().code() == StatusCode::kNotFound) {
-      return NotFoundError(fmt::format("datastore {} does not exist (create it with: cairn init {})",
-                                       path, path));
+      return NotFoundError(
+          fmt::format("datastore {} does not exist (create it with: cairn init {})", path, path));
     }
     return info.status();
   }
@@ -74,9 +76,9 @@ Result<std::unique_ptr<Datastore>> Datastore::Open(Env& env, const std::string& 
   auto marker = ReadWholeFile(env, marker_path, 64 << 10);
   if (!marker.ok()) {
     if (marker.status().code() == StatusCode::kNotFound) {
-      return NotFoundError(fmt::format(
-          "{} is not a cairn datastore (no {} file; create one with: cairn init PATH)", path,
-          kDatastoreMarker));
+      return NotFoundError(
+          fmt::format("{} is not a cairn datastore (no {} file; create one with: cairn init PATH)",
+                      path, kDatastoreMarker));
     }
     return marker.status();
   }
@@ -89,9 +91,9 @@ Result<std::unique_ptr<Datastore>> Datastore::Open(Env& env, const std::string& 
     return DataLossError(fmt::format("{}: malformed datastore marker", marker_path));
   }
   if (j["version"] != format::kDatastoreVersion) {
-    return FailedPreconditionError(fmt::format(
-        "{}: datastore format version {} is not supported by this cairn (supports {})", path,
-        j["version"].dump(), format::kDatastoreVersion));
+    return FailedPreconditionError(
+        fmt::format("{}: datastore format version {} is not supported by this cairn (supports {})",
+                    path, j["version"].dump(), format::kDatastoreVersion));
   }
   CAIRN_ASSIGN_OR_RETURN(auto chunks, store::LocalChunkStore::Open(env, path));
   return std::unique_ptr<Datastore>(new Datastore(env, path, std::move(chunks)));
@@ -170,8 +172,8 @@ Result<SnapshotRef> Datastore::Resolve(const SnapshotSpec& spec) const {
   }
   SnapshotRef want{spec.group, spec.time};
   if (std::find(snaps.begin(), snaps.end(), want) == snaps.end()) {
-    return NotFoundError(fmt::format("snapshot {} not found in datastore {}", want.ToString(),
-                                     path_));
+    return NotFoundError(
+        fmt::format("snapshot {} not found in datastore {}", want.ToString(), path_));
   }
   return want;
 }
@@ -238,14 +240,14 @@ Result<Bytes> Datastore::ReadBlobArchive(const SnapshotRef& snap,
     return stored.status();
   }
   if (crypto::Sha256(*stored) != entry.csum) {
-    return DataLossError(fmt::format("{}: blob checksum does not match the manifest of {}", path,
-                                     snap.ToString()));
+    return DataLossError(
+        fmt::format("{}: blob checksum does not match the manifest of {}", path, snap.ToString()));
   }
   auto plain = blob::Decode(*stored);
   if (!plain.ok()) return DataLossError(fmt::format("{}: {}", path, plain.status().message()));
   if (plain->size() != entry.size) {
-    return DataLossError(fmt::format("{}: {} bytes, manifest says {}", path, plain->size(),
-                                     entry.size));
+    return DataLossError(
+        fmt::format("{}: {} bytes, manifest says {}", path, plain->size(), entry.size));
   }
   return plain;
 }
@@ -262,8 +264,8 @@ std::optional<VerifyState> Datastore::ReadVerifyState(const SnapshotRef& snap) c
   auto integer = [&](const char* key) {
     return j.contains(key) && (j[key].is_number_integer() || j[key].is_number_unsigned());
   };
-  if (!integer("version") || !integer("time") || !j.contains("state") ||
-      !j["state"].is_string() || !j.contains("errors") || !j["errors"].is_number_unsigned()) {
+  if (!integer("version") || !integer("time") || !j.contains("state") || !j["state"].is_string() ||
+      !j.contains("errors") || !j["errors"].is_number_unsigned()) {
     return std::nullopt;
   }
   if (j["version"] != format::kVerifyStateVersion) return std::nullopt;
@@ -295,6 +297,21 @@ Result<std::unique_ptr<FileLock>> Datastore::LockGroup(const GroupRef& group) co
         "another backup of {} is running in datastore {}; try again when it has finished",
         group.ToString(), path_));
   }
+  return lock;
+}
+
+Result<std::unique_ptr<FileLock>> Datastore::RegisterWriter() const {
+  static std::atomic<uint64_t> counter{0};
+  std::string dir = JoinPath(path_, kWritersDirName);
+  CAIRN_RETURN_IF_ERROR(CreateDirs(env_, dir));
+  std::string name = fmt::format("{}-{}-{}", env_.NowUnixNanos(), ::getpid(), counter.fetch_add(1));
+  // Locked under a temporary name and then renamed (the lock stays with the
+  // file), so gc never sees the registration of a live writer unlocked.
+  std::string tmp = JoinPath(dir, ".tmp-" + name);
+  auto lock = env_.TryLock(tmp, /*exclusive=*/true);
+  if (!lock.ok()) return lock.status().WithContext("registering the backup for garbage collection");
+  CAIRN_RETURN_IF_ERROR(env_.Rename(tmp, JoinPath(dir, name))
+                            .WithContext("registering the backup for garbage collection"));
   return lock;
 }
 

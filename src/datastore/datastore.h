@@ -93,6 +93,13 @@ class Datastore {
   // says so) when another backup of the group is running.
   Result<std::unique_ptr<FileLock>> LockGroup(const GroupRef& group) const;
 
+  // Registers a running backup for garbage collection: creates
+  // .writers/<start unix ns>-<pid>-<n> and holds an exclusive flock on it for
+  // the writer's life. The file stays behind when the writer ends (gc removes
+  // dead ones), so gc can tell which writers run, since when, and whether
+  // one started while it ran (docs/ARCHITECTURE.md, "Garbage collection").
+  Result<std::unique_ptr<FileLock>> RegisterWriter() const;
+
   // Snapshot locks are flocks on the snapshot's manifest, so a read-only
   // store needs no lock file. Shared: held by a restore for its whole run and
   // by a backup on its dedup base, so forget and prune leave the snapshot
@@ -116,5 +123,7 @@ class Datastore {
 
 inline constexpr char kDatastoreMarker[] = ".cairn-datastore";
 inline constexpr char kVerifyStateFileName[] = "verify.json.blob";
+inline constexpr char kWritersDirName[] = ".writers";
+inline constexpr char kGcDirName[] = ".gc";
 
 }  // namespace cairn::datastore

@@ -15,12 +15,13 @@ Status RemoveSnapshotDir(Env& env, const std::string& dir) {
 Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::Begin(const Datastore& store,
                                                               const SnapshotRef& snap) {
   CAIRN_ASSIGN_OR_RETURN(auto lock, store.LockGroup(snap.group));
+  CAIRN_ASSIGN_OR_RETURN(auto registration, store.RegisterWriter());
   Env& env = store.env();
   std::string dir = store.SnapshotDir(snap);
   if (env.Stat(dir).ok()) {
     if (env.Stat(JoinPath(dir, index::kManifestFileName)).ok()) {
-      return AlreadyExistsError(fmt::format("snapshot {} already exists in datastore {}",
-                                            snap.ToString(), store.path()));
+      return AlreadyExistsError(
+          fmt::format("snapshot {} already exists in datastore {}", snap.ToString(), store.path()));
     }
     // Left by a backup that was killed: we hold the group lock, so nobody
     // else is writing it.
@@ -29,7 +30,8 @@ Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::Begin(const Datastore& s
   }
   CAIRN_RETURN_IF_ERROR(env.CreateDir(dir));
   CAIRN_RETURN_IF_ERROR(env.SyncDir(DirName(dir)));
-  std::unique_ptr<SnapshotWriter> w(new SnapshotWriter(store, snap, std::move(lock)));
+  std::unique_ptr<SnapshotWriter> w(
+      new SnapshotWriter(store, snap, std::move(lock), std::move(registration)));
   w->dir_ = dir;
   w->manifest_.type = snap.group.type;
   w->manifest_.id = snap.group.id;
@@ -58,7 +60,8 @@ Status SnapshotWriter::WriteArchiveFile(const std::string& file, ByteSpan data) 
 Status SnapshotWriter::AddImage(const std::string& name, const index::FixedIndex& idx) {
   index::ArchiveEntry entry{name, index::ArchiveKind::kImage, idx.image_size(), idx.csum(),
                             idx.chunk_size()};
-  if (manifest_.Find(name)) return InvalidArgumentError(fmt::format("archive {} given twice", name));
+  if (manifest_.Find(name))
+    return InvalidArgumentError(fmt::format("archive {} given twice", name));
   CAIRN_RETURN_IF_ERROR(WriteArchiveFile(entry.FileName(), idx.Encode()));
   manifest_.archives.push_back(std::move(entry));
   return Status::Ok();
@@ -66,7 +69,8 @@ Status SnapshotWriter::AddImage(const std::string& name, const index::FixedIndex
 
 Status SnapshotWriter::AddTree(const std::string& name, const index::DynamicIndex& meta,
                                const index::DynamicIndex& data) {
-  if (manifest_.Find(name)) return InvalidArgumentError(fmt::format("archive {} given twice", name));
+  if (manifest_.Find(name))
+    return InvalidArgumentError(fmt::format("archive {} given twice", name));
   index::ArchiveEntry entry{name, index::ArchiveKind::kTree, data.size(), data.csum(), 0};
   entry.meta_size = meta.size();
   entry.meta_csum = meta.csum();
@@ -77,7 +81,8 @@ Status SnapshotWriter::AddTree(const std::string& name, const index::DynamicInde
 }
 
 Status SnapshotWriter::AddBlob(const std::string& name, ByteSpan plaintext) {
-  if (manifest_.Find(name)) return InvalidArgumentError(fmt::format("archive {} given twice", name));
+  if (manifest_.Find(name))
+    return InvalidArgumentError(fmt::format("archive {} given twice", name));
   CAIRN_ASSIGN_OR_RETURN(Bytes stored, blob::Encode(plaintext));
   index::ArchiveEntry entry{name, index::ArchiveKind::kBlob, plaintext.size(),
                             crypto::Sha256(stored), 0};

@@ -1,6 +1,7 @@
 // SnapshotWriter: writes one snapshot directory and commits it atomically.
 //
-// Begin() takes the group lock and creates TYPE/ID/TIME/ (replacing an
+// Begin() takes the group lock, registers the writer for garbage
+// collection (before any chunk is looked up or inserted) and creates TYPE/ID/TIME/ (replacing an
 // unfinished directory a killed backup left at that name). Archives are
 // added one by one; Commit() makes every chunk durable (ChunkSink::Flush),
 // fsyncs the directory and only then writes the manifest (temp → fsync →
@@ -42,14 +43,19 @@ class SnapshotWriter {
   Status Commit(const std::string& created_by);
 
  private:
-  SnapshotWriter(const Datastore& store, SnapshotRef snap, std::unique_ptr<FileLock> lock)
-      : store_(store), snap_(std::move(snap)), lock_(std::move(lock)) {}
+  SnapshotWriter(const Datastore& store, SnapshotRef snap, std::unique_ptr<FileLock> lock,
+                 std::unique_ptr<FileLock> registration)
+      : store_(store),
+        snap_(std::move(snap)),
+        lock_(std::move(lock)),
+        registration_(std::move(registration)) {}
 
   Status WriteArchiveFile(const std::string& file, ByteSpan data);
 
   const Datastore& store_;
   SnapshotRef snap_;
   std::unique_ptr<FileLock> lock_;
+  std::unique_ptr<FileLock> registration_;  // Datastore::RegisterWriter, for gc
   std::string dir_;
   index::Manifest manifest_;
   bool committed_ = false;

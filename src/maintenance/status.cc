@@ -1,1 +1,84 @@
-// placeholder
+#include "maintenance/status.h"
+
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <atomic>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/local_chunk_store.h"
+
+namespace cairn::maintenance {
+
+Result<StoreStatus> ReadStoreStatus(const datastore::Datastore& store, int threads) {
+  Env& env = store.env();
+  StoreStatus st;
+  CAIRN_ASSIGN_OR_RETURN(auto snaps, store.ListAllSnapshots());
+  st.snapshots = snaps.size();
+  std::set<std::string> groups, namespaces;
+  for (const auto& s : snaps) {
+    groups.insert(s.group.RelDir());
+    if (!s.group.ns.empty()) namespaces.insert(s.group.ns);
+    auto manifest = store.ReadManifest(s);
+    if (manifest.ok()) {
+      for (const auto& a : manifest->archives) st.logical_bytes += a.size;
+    }
+    auto verify = store.ReadVerifyState(s);
+    if (!verify) {
+      ++st.never_verified;
+    } else {
+      if (verify->outcome == datastore::VerifyOutcome::kFailed) ++st.failed_verify;
+      st.last_verify_unix = std::max(st.last_verify_unix, verify->time);
+    }
+  }
+  st.groups = groups.size();
+  st.namespaces = namespaces.size();
+  st.last_gc = ReadLastGc(store);
+
+  // The chunk files, on several threads (a stat each).
+  if (threads <= 0) threads = static_cast<int>(std::max(4u, std::thread::hardware_concurrency()));
+  std::atomic<unsigned> next{0};
+  std::atomic<uint64_t> chunks{0}, bytes{0}, trash{0}, trash_bytes{0}, bad{0};
+  auto work = [&] {
+    for (unsigned p; (p = next.fetch_add(1)) < store::kChunkPrefixDirs;) {
+      std::string dir = store.chunks().PrefixDirPath(p);
+      auto names = env.ListDir(dir);
+      if (!names.ok()) continue;
+      for (const auto& name : *names) {
+        if (name.size() < 64) continue;
+        std::string_view suffix = std::string_view(name).substr(64);
+        if (suffix == ".bad") {
+          bad.fetch_add(1);
+          continue;
+        }
+        bool is_trash = suffix == store::kTrashSuffix;
+        if (!is_trash && !suffix.empty()) continue;  // temporary files
+        auto info = env.Stat(JoinPath(dir, name));
+        if (!info.ok()) continue;
+        (is_trash ? trash : chunks).fetch_add(1);
+        (is_trash ? trash_bytes : bytes).fetch_add(info->size);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  st.chunks = chunks;
+  st.chunk_bytes = bytes;
+  st.trash_chunks = trash;
+  st.trash_bytes = trash_bytes;
+  st.bad_chunks = bad;
+
+  struct statvfs vfs;
+  if (::statvfs(store.path().c_str(), &vfs) == 0) {
+    st.fs_total_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+    st.fs_free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  }
+  return st;
+}
+
+}  // namespace cairn::maintenance

@@ -1,8 +1,8 @@
 #include "restore/restore.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace cairn::restore {
 namespace {
@@ -99,6 +99,8 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
   const int64_t start = env.NowMonotonicNanos();
   auto elapsed = [&] { return static_cast<double>(env.NowMonotonicNanos() - start) / 1e9; };
   CAIRN_ASSIGN_OR_RETURN(datastore::SnapshotRef snap, store.Resolve(request.snapshot));
+  // Held to the end: forget and prune leave a snapshot being restored alone.
+  CAIRN_ASSIGN_OR_RETURN(auto snapshot_lock, store.LockSnapshotShared(snap));
   RestoreReport report{snap, {}, 0};
   CAIRN_ASSIGN_OR_RETURN(index::Manifest manifest, store.ReadManifest(snap));
 

@@ -1,16 +1,15 @@
 #include "store/local_chunk_store.h"
 
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "blob/blob.h"
 
 namespace cairn::store {
 namespace {
 
-constexpr char kChunksDir[] = ".chunks";
-constexpr int kPrefixDirs = 4096;
+constexpr const char* kChunksDir = kChunksDirName;
+constexpr int kPrefixDirs = kChunkPrefixDirs;
 constexpr uint64_t kMaxStoredSize = blob::kHeaderSize + blob::kMaxRawSize;
 
 std::string PrefixName(unsigned prefix) { return fmt::format("{:03x}", prefix); }
@@ -30,9 +29,10 @@ Result<std::unique_ptr<LocalChunkStore>> LocalChunkStore::Open(Env& env, const s
   std::string chunks = JoinPath(dir, kChunksDir);
   auto info = env.Stat(chunks);
   if (!info.ok() || !info->is_dir) {
-    return NotFoundError(fmt::format("{}: no chunk directory .chunks (not a cairn datastore, or "
-                                     "damaged)",
-                                     dir));
+    return NotFoundError(
+        fmt::format("{}: no chunk directory .chunks (not a cairn datastore, or "
+                    "damaged)",
+                    dir));
   }
   return std::unique_ptr<LocalChunkStore>(new LocalChunkStore(env, dir));
 }
@@ -40,6 +40,10 @@ Result<std::unique_ptr<LocalChunkStore>> LocalChunkStore::Open(Env& env, const s
 std::string LocalChunkStore::ChunkPath(const ChunkId& id) const {
   std::string hex = crypto::DigestHex(id);
   return fmt::format("{}/{}/{}/{}", dir_, kChunksDir, hex.substr(0, 3), hex);
+}
+
+std::string LocalChunkStore::PrefixDirPath(unsigned prefix) const {
+  return fmt::format("{}/{}/{}", dir_, kChunksDir, PrefixName(prefix));
 }
 
 Result<Bytes> LocalChunkStore::Read(const ChunkId& id) {
@@ -53,8 +57,16 @@ Status LocalChunkStore::ReadInto(const ChunkId& id, Bytes* out) {
   Status s = ReadWholeFileInto(env_, path, kMaxStoredSize, out);
   if (s.ok()) return s;
   if (s.code() == StatusCode::kNotFound) {
-    return NotFoundError(fmt::format("chunk {} missing from store {}", crypto::DigestHex(id),
-                                     dir_));
+    // Garbage collection may have set it aside in the instant a backup
+    // found and referenced it (docs/ARCHITECTURE.md, "Garbage collection");
+    // the next gc puts it back.
+    Status t = ReadWholeFileInto(env_, path + kTrashSuffix, kMaxStoredSize, out);
+    if (t.ok() || t.code() != StatusCode::kNotFound) s = t;
+    if (s.ok()) return s;
+  }
+  if (s.code() == StatusCode::kNotFound) {
+    return NotFoundError(
+        fmt::format("chunk {} missing from store {}", crypto::DigestHex(id), dir_));
   }
   if (s.code() == StatusCode::kInvalidArgument) {  // over the size limit
     return DataLossError(fmt::format("chunk {}: {}", crypto::DigestHex(id), s.message()));
@@ -69,10 +81,20 @@ SourceTraits LocalChunkStore::Traits() const {
 }
 
 Result<bool> LocalChunkStore::Contains(const ChunkId& id) {
-  auto info = env_.Stat(ChunkPath(id));
-  if (info.ok()) return info->size > 0;  // an empty file is a torn insert: not present
-  if (info.status().code() == StatusCode::kNotFound) return false;
-  return info.status();
+  std::string path = ChunkPath(id);
+  auto info = env_.Stat(path);
+  if (!info.ok()) {
+    if (info.status().code() == StatusCode::kNotFound) return false;
+    return info.status();
+  }
+  if (info->size == 0) return false;  // an empty file is a torn insert: not present
+  // The caller is about to reference the chunk: mark it as used now, so
+  // garbage collection leaves it alone. The touch is also the final
+  // existence check (a chunk gc set aside meanwhile is simply absent).
+  Status s = env_.SetAccessTime(path, env_.NowUnixNanos());
+  if (s.ok()) return true;
+  if (s.code() == StatusCode::kNotFound) return false;
+  return s;
 }
 
 Result<InsertResult> LocalChunkStore::Insert(const ChunkId& id, ByteSpan stored) {

@@ -12,6 +12,11 @@
 // fsync policy in docs/ARCHITECTURE.md). Temporary files left by a killed
 // writer ("*.tmp-…") are ignored by readers and removed by GC.
 //
+// Garbage collection (maintenance/gc.h) reads the access time: Contains(),
+// and so Insert() of a chunk already present, sets it to now, because the
+// caller is about to reference the chunk. A chunk gc has set aside as
+// "<id>.trash" is still found by Read (docs/ARCHITECTURE.md explains why).
+//
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
@@ -23,6 +28,10 @@
 #include "store/chunk_source.h"
 
 namespace cairn::store {
+
+inline constexpr char kTrashSuffix[] = ".trash";
+inline constexpr char kChunksDirName[] = ".chunks";
+inline constexpr int kChunkPrefixDirs = 4096;
 
 class LocalChunkStore final : public ChunkSource, public ChunkSink {
  public:
@@ -44,6 +53,9 @@ class LocalChunkStore final : public ChunkSource, public ChunkSink {
   // again. Returns the new path.
   Result<std::string> Quarantine(const ChunkId& id);
 
+  // DIR/.chunks/XXX, the directory of the chunks whose ids start with the
+  // three hex digits of `prefix` (< kChunkPrefixDirs).
+  std::string PrefixDirPath(unsigned prefix) const;
   // Path of the file holding `id`.
   std::string ChunkPath(const ChunkId& id) const;
   const std::string& dir() const { return dir_; }

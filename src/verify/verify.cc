@@ -1,5 +1,6 @@
 #include "verify/verify.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -9,13 +10,10 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
-
-#include <fmt/format.h>
 
 #include "blob/blob.h"
 #include "pipeline/fetch_pipeline.h"
@@ -38,9 +36,9 @@ struct ChunkUse {
 static_assert(sizeof(ChunkUse) == 44);
 
 struct Collected {
-  std::vector<std::string> archives;        // "vm/100/… disk0.img"
-  std::vector<size_t> archive_snapshot;     // archive → index into snapshots
-  std::vector<uint32_t> archive_chunk_size;  // archive → its chunk size; 0: a tree stream
+  std::vector<std::string> archives;                // "vm/100/… disk0.img"
+  std::vector<size_t> archive_snapshot;             // archive → index into snapshots
+  std::vector<uint32_t> archive_chunk_size;         // archive → its chunk size; 0: a tree stream
   std::vector<std::vector<uint64_t>> archive_ends;  // tree streams: chunk end offsets
 
   uint64_t Offset(const ChunkUse& use) const {
@@ -53,8 +51,19 @@ struct Collected {
 
 void AddProblem(VerifyReport* report, std::string what, const Status& s,
                 std::vector<std::string> affected) {
-  report->problems.push_back(Problem{std::move(what), std::string(s.message()),
-                                     s.code() == StatusCode::kNotFound, std::move(affected), {}});
+  report->problems.push_back(Problem{std::move(what),
+                                     std::string(s.message()),
+                                     s.code() == StatusCode::kNotFound,
+                                     std::move(affected),
+                                     {}});
+}
+
+// True when the snapshot was forgotten (its manifest goes first).
+bool ManifestGone(const datastore::Datastore& store, const datastore::SnapshotRef& snap) {
+  return store.env()
+             .Stat(JoinPath(store.SnapshotDir(snap), index::kManifestFileName))
+             .status()
+             .code() == StatusCode::kNotFound;
 }
 
 // Reads the manifest of one snapshot; null when it is damaged (reported)
@@ -64,9 +73,8 @@ std::optional<index::Manifest> ReadManifestOf(const datastore::Datastore& store,
   SnapshotResult& result = report->snapshots[snap_idx];
   const datastore::SnapshotRef& snap = result.snapshot;
   auto manifest = store.ReadManifest(snap);
-  if (!manifest.ok() && manifest.status().code() == StatusCode::kNotFound &&
-      store.env().Stat(store.SnapshotDir(snap)).status().code() == StatusCode::kNotFound) {
-    result.vanished = true;  // removed (pruned) since the listing: not our business
+  if (!manifest.ok() && manifest.status().code() == StatusCode::kNotFound) {
+    result.vanished = true;  // forgotten since the listing: not our business
     return std::nullopt;
   }
   if (!manifest.ok()) {
@@ -160,10 +168,10 @@ class LedgerWriter {
 
   void Add(const crypto::Digest& id, int64_t time, const Status& s) {
     if (ledger_ == nullptr) return;
-    ChunkVerdict verdict = s.ok()                                  ? ChunkVerdict::kOk
-                           : s.code() == StatusCode::kDataLoss     ? ChunkVerdict::kCorrupt
-                           : s.code() == StatusCode::kNotFound     ? ChunkVerdict::kMissing
-                                                                   : ChunkVerdict::kError;
+    ChunkVerdict verdict = s.ok()                              ? ChunkVerdict::kOk
+                           : s.code() == StatusCode::kDataLoss ? ChunkVerdict::kCorrupt
+                           : s.code() == StatusCode::kNotFound ? ChunkVerdict::kMissing
+                                                               : ChunkVerdict::kError;
     std::vector<LedgerEntry> full;
     {
       std::lock_guard lock(mu_);
@@ -432,7 +440,8 @@ Job StartJob(Env& env, const std::string& ledger_dir, const std::string& scope, 
   job.stamp = now + 1;
   nlohmann::json j = {{"scope", scope}, {"started", job.stamp}};
   Status s = WriteFileAtomic(env, job.path, AsBytes(j.dump()));
-  if (!s.ok()) logger.Warn("could not record the verify job (an interrupted run restarts): {}", s.ToString());
+  if (!s.ok())
+    logger.Warn("could not record the verify job (an interrupted run restarts): {}", s.ToString());
   return job;
 }
 
@@ -730,6 +739,16 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
       }
       std::sort(snaps.begin(), snaps.end());
       snaps.erase(std::unique(snaps.begin(), snaps.end()), snaps.end());
+      // Missing because every snapshot that needed it was forgotten during
+      // the run and gc has removed it since: not damage.
+      if (s.code() == StatusCode::kNotFound &&
+          std::all_of(snaps.begin(), snaps.end(), [&](size_t snap) {
+            return ManifestGone(store, report.snapshots[snap].snapshot);
+          })) {
+        for (size_t snap : snaps) report.snapshots[snap].vanished = true;
+        i = j;
+        continue;
+      }
       for (size_t snap : snaps) {
         report.snapshots[snap].ok = false;
         ++report.snapshots[snap].errors;
@@ -739,8 +758,8 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
         if (moved.ok()) {
           s = Status(s.code(), fmt::format("{}; quarantined as {}", s.message(), *moved));
         } else {
-          options.logger->Warn("could not quarantine chunk {}: {}",
-                               crypto::DigestHex(c.uses[i].id), moved.status().ToString());
+          options.logger->Warn("could not quarantine chunk {}: {}", crypto::DigestHex(c.uses[i].id),
+                               moved.status().ToString());
         }
       }
       std::vector<std::string> affected;
@@ -757,11 +776,21 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
 
   // Removed (pruned) while this run went on: not our business either.
   for (SnapshotResult& r : report.snapshots) {
-    if (!r.vanished &&
-        env.Stat(store.SnapshotDir(r.snapshot)).status().code() == StatusCode::kNotFound) {
+    if (!r.vanished && ManifestGone(store, r.snapshot)) {
       r.vanished = true;
     }
   }
+  // Problems that only concern forgotten snapshots (an index removed while
+  // we read it) go with them.
+  std::erase_if(report.problems, [&](const Problem& p) {
+    return !p.affected.empty() &&
+           std::all_of(p.affected.begin(), p.affected.end(), [&](const std::string& label) {
+             return std::any_of(
+                 report.snapshots.begin(), report.snapshots.end(), [&](const SnapshotResult& r) {
+                   return r.vanished && label.starts_with(r.snapshot.ToString() + " ");
+                 });
+           });
+  });
   std::erase_if(report.snapshots, [](const SnapshotResult& r) { return r.vanished; });
   if (options.record_state) {
     for (const auto& r : report.snapshots) {
@@ -770,8 +799,8 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
           r.ok ? datastore::VerifyOutcome::kOk : datastore::VerifyOutcome::kFailed, start_unix,
           r.errors};
       Status s = store.WriteVerifyState(r.snapshot, state);
-      if (!s.ok() && env.Stat(store.SnapshotDir(r.snapshot)).status().code() ==
-                         StatusCode::kNotFound) {
+      if (!s.ok() &&
+          env.Stat(store.SnapshotDir(r.snapshot)).status().code() == StatusCode::kNotFound) {
         continue;  // removed just now
       }
       if (!s.ok()) {

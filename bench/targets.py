@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""Every performance target of the issues, checked against a suite run.
+
+    python3 bench/targets.py DIR [--json OUT] [--headline] [--plot-data OUT]
+
+DIR is the work directory of bench/run_all.sh: one subdirectory per script
+(limits, image, restore, verify, tree, changed, gc), each holding the
+results.tsv that script writes (gc: bench/gc_bench.sh's own columns), plus DIR/suite.json (mode and wall time).
+Prints a Markdown table "Performance targets": one row per numeric target
+named in issues 2-10, with the measured value (or "not measured yet: why")
+and met / not met / n/a. A target whose data is missing (a step not run, a
+feature that does not exist yet) is never "met".
+
+--json OUT     also writes the rows as JSON
+--headline     prints the headline comparison instead (cairn vs restic vs
+               borg vs the raw limit, MiB/s per operation, repository size,
+               peak RSS)
+--plot-data OUT  with --headline: a gnuplot data file of the MiB/s rows
+
+Thresholds the issues state loosely ("nearly equal", "well under a second",
+"~64 bytes") are given a number here, marked "(threshold ours)".
+"""
+import collections
+import json
+import math
+import os
+import statistics
+import sys
+
+MIB = 1 << 20
+NAN = float("nan")
+
+
+def load_tsv(path):
+    try:
+        lines = open(path).read().splitlines()
+    except FileNotFoundError:
+        return []
+    if not lines:
+        return []
+    header = lines[0].split("\t")
+    return [dict(zip(header, l.split("\t"))) for l in lines[1:] if l.strip()]
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def med(xs):
+    xs = [x for x in xs if x == x]
+    return statistics.median(xs) if xs else NAN
+
+
+def ok(x):
+    return x == x and x is not None and not math.isinf(x)
+
+
+def rate(r):
+    return int(r["bytes"]) / MIB / float(r["seconds"])
+
+
+class Results:
+    """The raw results of one suite run, with the medians the targets need."""
+
+    def __init__(self, d):
+        self.dir = d
+        self.suite = load_json(os.path.join(d, "suite.json")) or {}
+        self.limits = load_tsv(os.path.join(d, "limits", "results.tsv"))
+        self.bench = load_json(os.path.join(d, "limits", "cairn-benchmark.json"))
+        self.micro = load_json(os.path.join(d, "limits", "micro-bench.json"))
+        self.image = load_tsv(os.path.join(d, "image", "results.tsv"))
+        self.image_sizes = {}
+        try:
+            for line in open(os.path.join(d, "image", "sizes.tsv")):
+                t, data, alloc = line.split()
+                self.image_sizes[t] = (int(data), int(alloc))
+        except FileNotFoundError:
+            pass
+        self.restore = load_tsv(os.path.join(d, "restore", "results.tsv"))
+        self.verify = load_tsv(os.path.join(d, "verify", "results.tsv"))
+        self.tree = load_tsv(os.path.join(d, "tree", "results.tsv"))
+        self.changed = load_tsv(os.path.join(d, "changed", "results.tsv"))
+        self.change = load_json(os.path.join(d, "changed", "change.json")) or {}
+        self.gc = load_tsv(os.path.join(d, "gc", "results.tsv"))
+
+    # Medians of MiB/s (or seconds) for rows matching the given columns.
+    @staticmethod
+    def pick(rows, **kw):
+        return [r for r in rows if all(r.get(k) == v for k, v in kw.items())]
+
+    def rate(self, rows, **kw):
+        return med([rate(r) for r in self.pick(rows, **kw)])
+
+    def secs(self, rows, **kw):
+        return med([float(r["seconds"]) for r in self.pick(rows, **kw)])
+
+    def rss_mib(self, rows, **kw):
+        v = self.pick(rows, **kw)
+        return max(int(r["rss_kib"]) for r in v) / 1024 if v else NAN
+
+    def verify_rate(self, **kw):
+        """verify_bench: logical bytes over wall time (json_s for the decode limit)."""
+        out = []
+        for r in self.pick(self.verify, **kw):
+            s = float(r["json_s"]) if r["section"] == "limit" and r["case"].startswith("limit") else float(r["seconds"])
+            out.append(int(r["bytes"]) / MIB / s)
+        return med(out)
+
+    def bench_row(self, name):
+        for row in (self.bench or {}).get("rows", []):
+            if row.get("name") == name:
+                return row
+        return None
+
+
+def ratio_row(issue, target, a, b, threshold, what, why_missing, higher=True, ours=False):
+    """A target of the form a / b >= threshold (or <= when higher is False)."""
+    if not (ok(a) and ok(b)) or b == 0:
+        return dict(issue=issue, target=target, measured=f"not measured yet: {why_missing}", status="n/a")
+    q = a / b
+    met = q >= threshold if higher else q <= threshold
+    return dict(issue=issue, target=target + (" (threshold ours)" if ours else ""),
+                measured=f"{q:.2f} ({what.format(a=a, b=b)})", status="met" if met else "not met", value=q)
+
+
+def latency_rows(rows, case_key, case_val):
+    """Lowest auto / best fixed over latencies, and auto(20) / auto(0)."""
+    by = collections.defaultdict(list)
+    for r in rows:
+        if r["section"] == "latency" and r[case_key] == case_val:
+            by[(int(r["lat"]), r["jobs"])].append(rate(r))
+    lats = sorted({k[0] for k in by})
+    worst, worst_lat, autos = None, None, {}
+    for lat in lats:
+        auto = med(by.get((lat, "auto"), []))
+        autos[lat] = auto
+        fixed = {j: med(v) for (l, j), v in by.items() if l == lat and j != "auto"}
+        if not fixed or not ok(auto):
+            continue
+        best_j = max(fixed, key=lambda j: fixed[j])
+        q = auto / fixed[best_j]
+        if worst is None or q < worst:
+            worst, worst_lat = q, f"{lat} ms: auto {auto:.0f} vs jobs {best_j} {fixed[best_j]:.0f} MiB/s"
+    return worst, worst_lat, autos, lats
+
+
+def targets(R):
+    rows = []
+    add = rows.append
+    missing = lambda step: f"no {step} results in {os.path.join(R.dir, step)} (step not run or failed)"
+
+    # --- issue 2: foundation ---------------------------------------------------
+    logs = sorted(p for p in os.listdir(os.path.join(R.dir, "image", "logs"))
+                  if p.endswith("-cairn-backup-unchanged.log")) if os.path.isdir(os.path.join(R.dir, "image", "logs")) else []
+    news = []
+    for p in logs:
+        j = load_json(os.path.join(R.dir, "image", "logs", p))
+        if j:
+            news.append(sum(a.get("new_chunks", 0) for a in j.get("archives", [])))
+    if news:
+        add(dict(issue=2, target="second backup of an unchanged image stores no new chunk",
+                 measured=f"{max(news)} new chunks ({len(news)} run(s))",
+                 status="met" if max(news) == 0 else "not met"))
+    else:
+        add(dict(issue=2, target="second backup of an unchanged image stores no new chunk",
+                 measured="not measured yet: " + missing("image"), status="n/a"))
+    ci = R.change.get("image", {})
+    if "cairn_new_chunks" in ci:
+        add(dict(issue=2, target="after a small change only the touched chunks are stored",
+                 measured=f"{ci['cairn_new_chunks']} new chunks for {ci['touched_chunks']} touched "
+                          f"({ci['changed_bytes'] / MIB:.1f} MiB changed)",
+                 status="met" if ci["cairn_new_chunks"] <= ci["touched_chunks"] else "not met"))
+    else:
+        add(dict(issue=2, target="after a small change only the touched chunks are stored",
+                 measured="not measured yet: " + missing("changed"), status="n/a"))
+
+    # --- issue 3: parallel restore (and image backup on the pipeline) ----------
+    add(ratio_row(3, "image backup ≥ 2× borg (same run)",
+                  R.rate(R.image, tool="cairn", op="backup-first"), R.rate(R.image, tool="borg", op="backup-first"),
+                  2.0, "cairn {a:.0f} vs borg {b:.0f} MiB/s", missing("image")))
+    sha_all = R.rate(R.limits, op="sha256-all")
+    row = R.bench_row("sha256")
+    if row and row.get("all_cores_mb_s"):
+        sha_all = row["all_cores_mb_s"] * 1e6 / MIB
+    read = R.rate(R.limits, op="cat")
+    lim = min(sha_all, read) if ok(sha_all) and ok(read) else NAN
+    add(ratio_row(3, "unchanged image backup limited only by reading and hashing: ≥ 0.8 × min(read, SHA-256 on all cores)",
+                  R.rate(R.image, tool="cairn", op="backup-unchanged"), lim, 0.8,
+                  "cairn {a:.0f} vs limit {b:.0f} MiB/s", missing("image") + " or limits", ours=True))
+    add(ratio_row(3, "image restore ≥ 4× restic (same run)",
+                  R.rate(R.restore, section="compare", case="cairn"), R.rate(R.restore, section="compare", case="restic"),
+                  4.0, "cairn {a:.0f} vs restic {b:.0f} MiB/s", missing("restore")))
+    add(ratio_row(3, "image restore time ≤ 1.5 × the copy limit's (`cat` + `sync`)",
+                  R.secs(R.restore, section="compare", case="cairn"), R.secs(R.restore, section="compare", case="cat+sync"),
+                  1.5, "cairn {a:.2f} s vs cat+sync {b:.2f} s", missing("restore"), higher=False))
+    worst, where, autos, lats = latency_rows(R.restore, "case", "restore")
+    if worst is not None:
+        add(dict(issue=3, target="restore latency sweep: `--jobs auto` ≥ 0.9 × best fixed `--jobs N` at every latency",
+                 measured=f"lowest {worst:.2f} ({where}; latencies {', '.join(map(str, lats))} ms)",
+                 status="met" if worst >= 0.9 else "not met", value=worst))
+    else:
+        add(dict(issue=3, target="restore latency sweep: `--jobs auto` ≥ 0.9 × best fixed `--jobs N` at every latency",
+                 measured="not measured yet: " + missing("restore"), status="n/a"))
+    add(ratio_row(3, "restore `--jobs auto` at 20 ms injected latency ≥ 0.8 × its own 0 ms throughput",
+                  autos.get(20, NAN), autos.get(0, NAN), 0.8, "{a:.0f} vs {b:.0f} MiB/s",
+                  missing("restore") + " (needs latencies 0 and 20)"))
+    rss_rows = [r for r in R.restore if r["section"] == "rss"]
+    img_rss = [r for r in rss_rows if r["case"].startswith("image")]
+    sp_rss = [r for r in rss_rows if r["case"].startswith("sparse")]
+    add(ratio_row(3, "restore peak RSS bounded: an 8× larger (sparse) image needs ≤ 1.25 × the RSS",
+                  max((int(r["rss_kib"]) for r in sp_rss), default=NAN) / 1024,
+                  max((int(r["rss_kib"]) for r in img_rss), default=NAN) / 1024, 1.25,
+                  "{a:.0f} vs {b:.0f} MiB" + (f" ({sp_rss[0]['case']} vs {img_rss[0]['case']})" if sp_rss and img_rss else ""),
+                  missing("restore"), higher=False, ours=True))
+
+    # --- issue 4: parallel verify ----------------------------------------------
+    add(ratio_row(4, "verify ≥ 5× `restic check --read-data`",
+                  R.verify_rate(section="compare", case="cairn"), R.verify_rate(section="compare", case="restic"),
+                  5.0, "cairn {a:.0f} vs restic {b:.0f} logical MiB/s", missing("verify")))
+    add(ratio_row(4, "verify ≥ 1.8× its own sequential mode (one reader, one checker)",
+                  R.verify_rate(section="compare", case="cairn"), R.verify_rate(section="compare", case="cairn-seq"),
+                  1.8, "{a:.0f} vs {b:.0f} MiB/s", missing("verify")))
+    add(ratio_row(4, "verify ≥ 0.85 × the machine's limit (CRC + zstd + SHA-256 on all cores, chunks in memory)",
+                  R.verify_rate(section="limit", case="cairn"), R.verify_rate(section="limit", case="limit"),
+                  0.85, "cairn {a:.0f} vs decode limit {b:.0f} MiB/s", missing("verify")))
+    worst, where, _, lats = latency_rows(R.verify, "case", "verify")
+    if worst is not None:
+        add(dict(issue=4, target="verify latency sweep: `--jobs auto` ≥ 0.9 × best fixed `--jobs N`",
+                 measured=f"lowest {worst:.2f} ({where}; latencies {', '.join(map(str, lats))} ms)",
+                 status="met" if worst >= 0.9 else "not met", value=worst))
+    else:
+        add(dict(issue=4, target="verify latency sweep: `--jobs auto` ≥ 0.9 × best fixed `--jobs N`",
+                 measured="not measured yet: " + missing("verify"), status="n/a"))
+    peaks = {}
+    for r in R.verify:
+        if r["section"] == "rss" and r["case"] == "no-ledger":
+            peaks.setdefault(int(r["chunks"]), []).append(int(r["rss_kib"]) * 1024)
+    ns = sorted(peaks)
+    if len(ns) >= 2:
+        a, b = ns[-2], ns[-1]
+        slope = (med(peaks[b]) - med(peaks[a])) / (b - a)
+        add(dict(issue=4, target="verify peak RSS grows by at most ~64 bytes per chunk (≤ 70, threshold ours)",
+                 measured=f"{slope:.0f} bytes/chunk ({a:,} → {b:,} chunks, no ledger)",
+                 status="met" if slope <= 70 else "not met", value=slope))
+    else:
+        add(dict(issue=4, target="verify peak RSS grows by at most ~64 bytes per chunk",
+                 measured="not measured yet: " + missing("verify") + " (needs two chunk counts)", status="n/a"))
+
+    # --- issue 5: tree archives ------------------------------------------------
+    add(ratio_row(5, "tree full restore ≥ 2× restic (same run)",
+                  R.rate(R.tree, tool="cairn", op="restore"), R.rate(R.tree, tool="restic", op="restore"),
+                  2.0, "cairn {a:.0f} vs restic {b:.0f} MiB/s", missing("tree")))
+    add(ratio_row(5, "tree backup ≥ 1.5× borg (same run)",
+                  R.rate(R.tree, tool="cairn", op="backup-1"), R.rate(R.tree, tool="borg", op="backup-1"),
+                  1.5, "cairn {a:.0f} vs borg {b:.0f} MiB/s", missing("tree")))
+    s = R.secs(R.tree, tool="cairn", op="cat")
+    add(dict(issue=5, target="single-file restore of a small file well under a second (< 0.5 s, threshold ours)",
+             measured=f"{s:.2f} s (`cairn cat`)" if ok(s) else "not measured yet: " + missing("tree"),
+             status=("met" if s < 0.5 else "not met") if ok(s) else "n/a"))
+    row = R.bench_row("chunker")
+    chunk = None
+    if row and row.get("per_core_mb_s"):
+        chunk = (row["per_core_mb_s"] / 1000, "`cairn benchmark`, one core")
+    elif R.micro:
+        for b in R.micro.get("benchmarks", []):
+            if b.get("run_name") == "BM_Chunker" and b.get("aggregate_name") == "median":
+                chunk = (b["bytes_per_second"] / 1e9, "`cairn-micro-bench` BM_Chunker, CPU time")
+    add(dict(issue=5, target="content-defined chunker ≥ 1 GB/s per core",
+             measured=f"{chunk[0]:.2f} GB/s ({chunk[1]})" if chunk else "not measured yet: " + missing("limits"),
+             status=("met" if chunk[0] >= 1 else "not met") if chunk else "n/a"))
+
+    # --- issue 6: server ---------------------------------------------------------
+    why6 = "no `cairn serve` yet (issue 6 open)"
+    add(dict(issue=6, target="remote restore over loopback TLS ≥ 0.6× local restore",
+             measured=f"not measured yet: {why6}", status="n/a"))
+    add(dict(issue=6, target="remote restore with 5 and 20 ms injected latency: auto connections vs one (no number given)",
+             measured=f"not measured yet: {why6}", status="n/a"))
+    row = R.bench_row("tls")
+    add(dict(issue=6, target="`tls` upload figure in `cairn benchmark -r https://…` (no number given)",
+             measured=(f"not measured yet: {why6}" + (f"; `cairn benchmark` says: {row['note']}" if row and row.get("note") else "")),
+             status="n/a"))
+
+    # --- issue 7: encryption -----------------------------------------------------
+    add(dict(issue=7, target="restore and verify keep their speed targets within 10 % on encrypted data",
+             measured="not measured yet: no client-side encryption (issue 7 open)", status="n/a"))
+    row = R.bench_row("aes256_gcm")
+    if row and row.get("per_core_mb_s"):
+        m = f"{row['per_core_mb_s']:.0f} MB/s per core, {row.get('all_cores_mb_s') or 0:.0f} all cores (`cairn benchmark`)"
+    else:
+        m = "not measured yet: " + ("this cairn has no `benchmark` command" if R.bench is None else "no aes256_gcm row")
+    add(dict(issue=7, target="AES-256-GCM per-byte cost measured (no number given)", measured=m, status="n/a"))
+
+    # --- issue 8: gc -------------------------------------------------------------
+    # gc_bench.sh: round case threads wall_s ...; case garbage (all removed) or
+    # live (all referenced); threads 1 against the default.
+    cells, qs, nchunks = [], [], 0
+    for case in ("garbage", "live"):
+        v = [r for r in R.gc if r.get("case") == case]
+        single = med([float(r["wall_s"]) for r in v if r["threads"] == "1"])
+        par = med([float(r["wall_s"]) for r in v if r["threads"] != "1"])
+        nchunks = max([nchunks] + [int(r["chunk_files"]) for r in v if r.get("chunk_files", "-").isdigit()])
+        if ok(single) and ok(par):
+            threads = next(r["threads"] for r in v if r["threads"] != "1")
+            qs.append(single / par)
+            cells.append(f"{case}: {single / par:.2f}× ({single:.2f} s → {par:.2f} s on {threads} threads)")
+    if qs:
+        big = nchunks >= 500000
+        add(dict(issue=8, target="gc on ≥ 500 k chunks: parallel faster than one thread (speed-up > 1, threshold ours)",
+                 measured="; ".join(cells) + f"; {nchunks:,} chunks" + ("" if big else ", fewer than the target asks"),
+                 status=("met" if min(qs) > 1 else "not met") if big else "n/a", value=min(qs)))
+    else:
+        add(dict(issue=8, target="gc on ≥ 500 k chunks: parallel faster than one thread",
+                 measured="not measured yet: " + missing("gc"), status="n/a"))
+    add(dict(issue=8, target="gc marking of 10 M chunks in bounded memory (compact structure; no number given)",
+             measured="not measured yet: the suite has no 10 M-chunk store (cairn-synth-store could make one: ~45 GB)",
+             status="n/a"))
+
+    # --- issue 9: object storage ---------------------------------------------------
+    why9 = "no S3 datastore yet (issue 9 open)"
+    add(dict(issue=9, target="restore and verify from Ceph RGW: auto concurrency vs fixed 1, 8, 32 (auto ≥ 0.9 × best, as for local)",
+             measured=f"not measured yet: {why9}", status="n/a"))
+    add(dict(issue=9, target="restore from Ceph RGW beside restic's from the same RGW (no number given)",
+             measured=f"not measured yet: {why9}", status="n/a"))
+
+    # --- issue 10: the suite itself ----------------------------------------------
+    mode, wall = R.suite.get("mode"), R.suite.get("wall_seconds")
+    for m, limit in (("quick", 300), ("full", 2700)):
+        t = f"`bash bench/run_all.sh{' --quick' if m == 'quick' else ''}` finishes in under {limit // 60} minutes"
+        if mode == m and wall is not None:
+            complete = set(R.suite.get("steps_asked", [])) >= {"limits", "image", "restore", "verify", "tree", "changed", "gc"}
+            add(dict(issue=10, target=t, measured=f"{wall / 60:.1f} min" + ("" if complete else " (not every step ran)"),
+                     status=("met" if wall < limit else "not met") if complete else "n/a", value=wall))
+        else:
+            add(dict(issue=10, target=t, measured=f"not measured in this run ({mode or 'no suite.json'} run)", status="n/a"))
+    return rows
+
+
+def print_targets(rows):
+    print("| issue | target | measured | status |")
+    print("|---:|---|---|---|")
+    for r in rows:
+        status = {"met": "**met**", "not met": "**not met**"}.get(r["status"], r["status"])
+        print(f"| {r['issue']} | {r['target']} | {r['measured']} | {status} |")
+    c = collections.Counter(r["status"] for r in rows)
+    print()
+    print(f"{len(rows)} targets: {c['met']} met, {c['not met']} not met, {c['n/a']} n/a "
+          "(not measurable yet, not measured in this run, or no number given).")
+
+
+def headline(R, plot_out):
+    tools = ["cairn", "restic", "borg"]
+    lines = []  # (label, {tool: value}, limit text, is_rate)
+
+    def row(label, vals, limit="", is_rate=True):
+        lines.append((label, vals, limit, is_rate))
+
+    lim = lambda op: R.rate(R.limits, op=op)
+    fmt_lim = lambda name, v: f"{name} {v:.0f}" if ok(v) else ""
+    row("image backup, first", {t: R.rate(R.image, tool=t, op="backup-first") for t in tools},
+        fmt_lim("zstd -1", lim("zstd-1")))
+    row("image backup, unchanged", {t: R.rate(R.image, tool=t, op="backup-unchanged") for t in tools},
+        fmt_lim("sha256 all cores", lim("sha256-all")))
+    row("image backup, 1 % changed", {t: R.rate(R.changed, data="image", tool=t, op="backup-changed") for t in tools})
+    restore = {t: R.rate(R.restore, section="compare", case=t) for t in tools}
+    if not any(ok(v) for v in restore.values()):
+        restore = {t: R.rate(R.image, tool=t, op="restore") for t in tools}
+    row("image restore", restore, fmt_lim("cp+fsync", lim("cp+fsync")))
+    verify = {t: R.verify_rate(section="compare", case=t) for t in tools}
+    if not any(ok(v) for v in verify.values()):
+        verify = {t: R.rate(R.image, tool=t, op="verify") for t in tools}
+    row("image verify (all data read)", verify, fmt_lim("decode limit", R.verify_rate(section="limit", case="limit")))
+    row("tree backup, first", {t: R.rate(R.tree, tool=t, op="backup-1") for t in tools})
+    row("tree backup, unchanged", {t: R.rate(R.tree, tool=t, op="backup-2") for t in tools})
+    row("tree backup, 1 % changed", {t: R.rate(R.changed, data="tree", tool=t, op="backup-changed") for t in tools})
+    row("tree restore", {t: R.rate(R.tree, tool=t, op="restore") for t in tools},
+        fmt_lim("cp -a", R.rate(R.tree, tool="cp", op="restore")))
+    row("tree verify (all data read)", {t: R.rate(R.changed, data="tree", tool=t, op="verify") for t in tools})
+    sizes = {t: R.image_sizes[t][1] / MIB if t in R.image_sizes else NAN for t in tools}
+    row("image repository after 2 backups, MiB (du)", sizes, "", False)
+    growth = {}
+    for t in tools:
+        a = [int(r["repo_bytes"]) for r in R.pick(R.changed, data="image", tool=t, op="backup-first") if r["repo_bytes"] != "-"]
+        b = [int(r["repo_bytes"]) for r in R.pick(R.changed, data="image", tool=t, op="backup-changed") if r["repo_bytes"] != "-"]
+        growth[t] = (med(b) - med(a)) / MIB if a and b else NAN
+    row("image repository growth for 1 % changed, MiB", growth, "", False)
+    tsize = {t: med([int(r["repo_bytes"]) for r in R.pick(R.changed, data="tree", tool=t, op="backup-first")
+                     if r["repo_bytes"] != "-"]) / MIB for t in tools}
+    row("tree repository after the first backup, MiB (du)", tsize, "", False)
+    rss = {}
+    for t in tools:
+        v = [int(r["rss_kib"]) for rows in (R.image, R.tree) for r in rows if r.get("tool") == t]
+        v += [int(r["rss_kib"]) for r in R.changed if r["tool"] == t]
+        v += [int(r["rss_kib"]) for r in R.restore if r["section"] == "compare" and r["case"] == t]
+        v += [int(r["rss_kib"]) for r in R.verify if r["section"] == "compare" and r["case"] == t]
+        rss[t] = max(v) / 1024 if v else NAN
+    row("peak RSS over all of the above, MiB", rss, "", False)
+
+    print("MiB/s (medians) unless the row says otherwise; the limit column is the machine's raw rate "
+          "for comparable work (limits_bench.sh, verify_bench.sh's decode limit, `cp -a`).")
+    print()
+    print("| operation | cairn | restic | borg | raw limit MiB/s | cairn ÷ best other |")
+    print("|---|---:|---:|---:|---|---:|")
+    for label, vals, limit, is_rate in lines:
+        cells = [("–" if not ok(vals[t]) else f"{vals[t]:.1f}" if not is_rate and abs(vals[t]) < 10
+                  else f"{vals[t]:.0f}") for t in tools]
+        others = [vals[t] for t in ("restic", "borg") if ok(vals[t])]
+        q = ""
+        if ok(vals["cairn"]) and others:
+            best = max(others) if is_rate else min(others)
+            if best:
+                q = f"{vals['cairn'] / best:.2f}"
+        print(f"| {label} | " + " | ".join(cells) + f" | {limit} | {q} |")
+    if plot_out:
+        with open(plot_out, "w") as f:
+            f.write('operation "cairn" "restic" "borg"\n')
+            for label, vals, _, is_rate in lines:
+                if is_rate and any(ok(v) for v in vals.values()):
+                    f.write(f'"{label}" ' + " ".join(f"{vals[t]:.1f}" if ok(vals[t]) else "NaN" for t in tools) + "\n")
+
+
+def main(argv):
+    args = argv[1:]
+    if not args or args[0].startswith("-"):
+        sys.exit(__doc__)
+    d = args.pop(0)
+    json_out = plot_out = None
+    want_headline = False
+    while args:
+        a = args.pop(0)
+        if a == "--json" and args:
+            json_out = args.pop(0)
+        elif a == "--plot-data" and args:
+            plot_out = args.pop(0)
+        elif a == "--headline":
+            want_headline = True
+        else:
+            sys.exit(__doc__)
+    R = Results(d)
+    if want_headline:
+        headline(R, plot_out)
+        return
+    rows = targets(R)
+    print_targets(rows)
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

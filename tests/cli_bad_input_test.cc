@@ -2,6 +2,7 @@
 // and nothing stored is damaged.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -405,9 +406,15 @@ TEST_F(BadInputTest, TwoBackupsOfOneGroupAtOnce) {
     if (second_ran) return false;
     struct stat st;
     if (::stat(lock_path.c_str(), &st) != 0 || !HoldsFlock(pid, st.st_ino)) return false;
-    second = OnStore("backup",
-                     {"--id", "vm/100", "--time", SnapTime(2), "disk0.img=" + Path("small.raw")});
-    second_ran = true;
+    // Stop the first backup while the second runs, so it cannot finish (and
+    // release its lock) first on a fast or an idle machine.
+    ::kill(pid, SIGSTOP);
+    if (HoldsFlock(pid, st.st_ino)) {
+      second = OnStore("backup",
+                       {"--id", "vm/100", "--time", SnapTime(2), "disk0.img=" + Path("small.raw")});
+      second_ran = true;
+    }
+    ::kill(pid, SIGCONT);
     return false;
   };
   RunResult first = OnStore(

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "pipeline/worker_group.h"
 #include "store/local_chunk_store.h"
 
 namespace cairn::maintenance {
@@ -178,31 +179,7 @@ json ReportToJson(const GcReport& r) {
               {"deferred", r.deferred}};
 }
 
-// Runs fn(i) for i in [0, n) on `threads` threads; the first error wins.
-Status ParallelFor(int threads, size_t n, const std::function<Status(size_t)>& fn) {
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  Status first;
-  std::mutex mu;
-  auto work = [&] {
-    while (!failed.load(std::memory_order_relaxed)) {
-      size_t i = next.fetch_add(1);
-      if (i >= n) return;
-      Status s = fn(i);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!failed.exchange(true)) first = std::move(s);
-        return;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  int t = std::max(1, std::min<int>(threads, static_cast<int>(n)));
-  for (int i = 1; i < t; ++i) pool.emplace_back(work);
-  work();
-  for (auto& th : pool) th.join();
-  return first;
-}
+using pipeline::ParallelFor;
 
 class GcRun {
  public:

@@ -7,8 +7,8 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <vector>
 
+#include "pipeline/worker_group.h"
 #include "store/local_chunk_store.h"
 
 namespace cairn::maintenance {
@@ -40,33 +40,27 @@ Result<StoreStatus> ReadStoreStatus(const datastore::Datastore& store, int threa
 
   // The chunk files, on several threads (a stat each).
   if (threads <= 0) threads = static_cast<int>(std::max(4u, std::thread::hardware_concurrency()));
-  std::atomic<unsigned> next{0};
   std::atomic<uint64_t> chunks{0}, bytes{0}, trash{0}, trash_bytes{0}, bad{0};
-  auto work = [&] {
-    for (unsigned p; (p = next.fetch_add(1)) < store::kChunkPrefixDirs;) {
-      std::string dir = store.chunks().PrefixDirPath(p);
-      auto names = env.ListDir(dir);
-      if (!names.ok()) continue;
-      for (const auto& name : *names) {
-        if (name.size() < 64) continue;
-        std::string_view suffix = std::string_view(name).substr(64);
-        if (suffix == ".bad") {
-          bad.fetch_add(1);
-          continue;
-        }
-        bool is_trash = suffix == store::kTrashSuffix;
-        if (!is_trash && !suffix.empty()) continue;  // temporary files
-        auto info = env.Stat(JoinPath(dir, name));
-        if (!info.ok()) continue;
-        (is_trash ? trash : chunks).fetch_add(1);
-        (is_trash ? trash_bytes : bytes).fetch_add(info->size);
+  CAIRN_RETURN_IF_ERROR(pipeline::ParallelFor(threads, store::kChunkPrefixDirs, [&](size_t p) {
+    std::string dir = store.chunks().PrefixDirPath(static_cast<unsigned>(p));
+    auto names = env.ListDir(dir);
+    if (!names.ok()) return Status::Ok();
+    for (const auto& name : *names) {
+      if (name.size() < 64) continue;
+      std::string_view suffix = std::string_view(name).substr(64);
+      if (suffix == ".bad") {
+        bad.fetch_add(1);
+        continue;
       }
+      bool is_trash = suffix == store::kTrashSuffix;
+      if (!is_trash && !suffix.empty()) continue;  // temporary files
+      auto info = env.Stat(JoinPath(dir, name));
+      if (!info.ok()) continue;
+      (is_trash ? trash : chunks).fetch_add(1);
+      (is_trash ? trash_bytes : bytes).fetch_add(info->size);
     }
-  };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+    return Status::Ok();
+  }));
   st.chunks = chunks;
   st.chunk_bytes = bytes;
   st.trash_chunks = trash;

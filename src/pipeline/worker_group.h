@@ -8,6 +8,8 @@
 // Thread safety: Start/Wait from one thread; Fail() from any thread.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -79,5 +81,19 @@ class WorkerGroup {
   std::mutex mu_;
   Status first_error_;  // GUARDED_BY(mu_)
 };
+
+// Runs fn(i) for every i in [0, n) on up to `threads` threads, each taking
+// the next index; stops handing out indexes after the first error, which it
+// returns. For batches of independent items (gc's prefix directories).
+inline Status ParallelFor(int threads, size_t n, const std::function<Status(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  WorkerGroup group([&failed] { failed = true; });
+  group.Start(std::max(1, static_cast<int>(std::min<size_t>(threads, n))), [&](int) -> Status {
+    for (size_t i; !failed && (i = next.fetch_add(1)) < n;) CAIRN_RETURN_IF_ERROR(fn(i));
+    return Status::Ok();
+  });
+  return group.Wait();
+}
 
 }  // namespace cairn::pipeline

@@ -7,12 +7,14 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_fixture.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_roundtrip_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_dedup_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_encryption_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_benchmark_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_corruption_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_crash_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_bad_input_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_gc_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_json_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_key_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_prune_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_restore_modes_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_test.cc

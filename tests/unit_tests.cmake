@@ -8,6 +8,8 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/base/status_test.cc
   ${PROJECT_SOURCE_DIR}/src/format/coding_test.cc
   ${PROJECT_SOURCE_DIR}/src/format/crc32c_test.cc
+  ${PROJECT_SOURCE_DIR}/src/crypto/crypt_config_test.cc
+  ${PROJECT_SOURCE_DIR}/src/crypto/key_file_test.cc
   ${PROJECT_SOURCE_DIR}/src/crypto/sha256_test.cc
   ${PROJECT_SOURCE_DIR}/src/blob/blob_test.cc
   ${PROJECT_SOURCE_DIR}/src/index/chunker_test.cc

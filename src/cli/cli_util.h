@@ -70,6 +70,8 @@ void PrintJson(const nlohmann::json& j);
 
 // The verbs, one file each (cmd_<verb>.cc).
 void RegisterInit(CLI::App& app, Context& ctx);
+// key create, change-passphrase, show, export, import
+void RegisterKey(CLI::App& app, Context& ctx);
 void RegisterBackup(CLI::App& app, Context& ctx);
 void RegisterSnapshots(CLI::App& app, Context& ctx);
 void RegisterRestore(CLI::App& app, Context& ctx);

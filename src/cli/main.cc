@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", kVersion);
   RegisterInit(app, ctx);
+  RegisterKey(app, ctx);
   RegisterBackup(app, ctx);
   RegisterSnapshots(app, ctx);
   RegisterRestore(app, ctx);

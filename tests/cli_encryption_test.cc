@@ -1,0 +1,2 @@
+// Encrypted backups end to end.
+#include <gtest/gtest.h>

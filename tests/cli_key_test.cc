@@ -1,0 +1,2 @@
+// cairn key: integration tests (filled in with the key commands).
+#include <gtest/gtest.h>

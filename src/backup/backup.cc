@@ -29,6 +29,24 @@ Result<int64_t> PickTime(const datastore::Datastore& store, const BackupOptions&
   return now;
 }
 
+// Whether `prev` was made the way this backup writes: both plain, or both
+// encrypted with the datastore's key (a checked signature). Chunk ids differ
+// between keys, so another key's snapshot is no dedup base.
+bool SameKey(const datastore::Datastore& store, const datastore::SnapshotRef& prev, Logger& log) {
+  auto manifest = store.ReadManifest(prev);
+  if (!manifest.ok()) return true;  // LoadBase and the tree base report it
+  const crypto::CryptConfig* key = store.key();
+  if (!manifest->encrypted && key == nullptr) return true;
+  if (manifest->encrypted && key != nullptr && manifest->key_fingerprint == key->fingerprint()) {
+    return true;
+  }
+  log.Info("previous snapshot {} is {}; not using it as dedup base", prev.ToString(),
+           !manifest->encrypted ? "not encrypted"
+           : key == nullptr     ? "encrypted and this backup is not"
+                                : "encrypted with another key");
+  return false;
+}
+
 // The dedup base for `archive`: ids of the same archive in the latest
 // finished snapshot, unless that snapshot failed its last verify.
 bool LoadBase(const datastore::Datastore& store, const std::optional<datastore::SnapshotRef>& prev,
@@ -69,6 +87,7 @@ Status BackupOneImage(const datastore::Datastore& store, datastore::SnapshotWrit
   report->had_base = LoadBase(store, prev, spec.name, *options.logger, &known);
   ImageBackupOptions image = options.image;
   image.known = &known;
+  image.crypt = store.key();
   if (image.progress != nullptr) image.progress->StartPhase("backup", size);
   CAIRN_ASSIGN_OR_RETURN(index::FixedIndex idx,
                          BackupImage(*source, size, store.chunks(), image, &report->stats));
@@ -151,6 +170,7 @@ Result<BackupReport> RunBackup(const datastore::Datastore& store, const BackupOp
     if (code != StatusCode::kNotFound && code != StatusCode::kUnavailable) return lock.status();
     snaps.pop_back();  // being forgotten: the one before is the base
   }
+  if (prev && !SameKey(store, *prev, *options.logger)) prev.reset();
 
   BackupReport report;
   report.snapshot = snap;

@@ -16,7 +16,7 @@ class ImageJob {
  public:
   ImageJob(store::ChunkSink& sink, const ImageBackupOptions& options, size_t count)
       : sink_(sink), options_(options), digests_(count),
-        zero_digest_(index::ZeroChunkDigest(options.chunk_size)) {}
+        zero_digest_(index::ZeroChunkDigest(options.chunk_size, options.crypt)) {}
 
   Status Process(size_t index, const Bytes& data) {
     crypto::Digest id;
@@ -24,7 +24,7 @@ class ImageJob {
     if (zero && data.size() == options_.chunk_size) {
       id = zero_digest_;
     } else {
-      id = crypto::Sha256(data);
+      id = blob::ChunkId(data, options_.crypt);
     }
     digests_[index] = id;
     chunks_.fetch_add(1, std::memory_order_relaxed);
@@ -36,7 +36,9 @@ class ImageJob {
     CAIRN_ASSIGN_OR_RETURN(bool present, sink_.Contains(id));
     if (present) return CountReused(data.size());
     thread_local Bytes stored;
-    CAIRN_RETURN_IF_ERROR(blob::EncodeInto(data, {}, &stored));
+    blob::EncodeOptions encode;
+    encode.crypt = options_.crypt;
+    CAIRN_RETURN_IF_ERROR(blob::EncodeInto(data, encode, &stored));
     CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, sink_.Insert(id, stored));
     if (!r.inserted) return CountReused(data.size());  // raced with another writer
     new_chunks_.fetch_add(1, std::memory_order_relaxed);

@@ -53,6 +53,8 @@ struct ImageBackupOptions {
   // Ids known to be in the store (the previous snapshot's index of this
   // archive): never stored again, not even checked.
   const DigestSet* known = nullptr;
+  // Encrypt chunks and key their ids with this key (null: plain).
+  const crypto::CryptConfig* crypt = nullptr;
 };
 
 // Backs up `source` (whose size at start is `size`) into `sink`.

@@ -113,7 +113,7 @@ class PreviousTree {
     if (next_meta_ >= indexes_.meta.chunk_count()) return ByteSpan();
     const crypto::Digest& id = indexes_.meta.digest(next_meta_++);
     CAIRN_ASSIGN_OR_RETURN(Bytes stored, store_.chunks().Read(id));
-    CAIRN_ASSIGN_OR_RETURN(piece_, blob::DecodeChunk(stored, id));
+    CAIRN_ASSIGN_OR_RETURN(piece_, blob::DecodeChunk(stored, id, store_.key()));
     return ByteSpan(piece_);
   }
 
@@ -561,12 +561,15 @@ class TreeJob {
     thread_local Bytes stored;
     while (auto work = chunk_queue_.Pop()) {
       const Bytes& data = work->data;
-      crypto::Digest id = IsAllZero(data) ? ZeroDigest(data.size()) : crypto::Sha256(data);
+      crypto::Digest id =
+          IsAllZero(data) ? ZeroDigest(data.size()) : blob::ChunkId(data, store_.key());
       work->slot->digest = id;
       if (Claim(id) && !known_.contains(id)) {
         CAIRN_ASSIGN_OR_RETURN(bool present, store_.chunks().Contains(id));
         if (!present) {
-          CAIRN_RETURN_IF_ERROR(blob::EncodeInto(data, {}, &stored));
+          blob::EncodeOptions encode;
+          encode.crypt = store_.key();
+          CAIRN_RETURN_IF_ERROR(blob::EncodeInto(data, encode, &stored));
           CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, store_.chunks().Insert(id, stored));
           if (r.inserted) {
             new_chunks_.fetch_add(1, std::memory_order_relaxed);
@@ -592,7 +595,7 @@ class TreeJob {
       auto it = zero_digests_.find(length);
       if (it != zero_digests_.end()) return it->second;
     }
-    crypto::Digest d = crypto::Sha256(Bytes(length, 0));
+    crypto::Digest d = blob::ChunkId(Bytes(length, 0), store_.key());
     std::lock_guard lock(mu_);
     zero_digests_.emplace(length, d);
     return d;

@@ -20,9 +20,9 @@ constexpr size_t kOffCompression = 10;
 constexpr size_t kOffEncryption = 11;
 constexpr size_t kOffStoredSize = 12;
 constexpr size_t kOffRawSize = 16;
-constexpr size_t kOffNonce = 20;      // 12 bytes, AES-GCM nonce (reserved)
-constexpr size_t kOffTag = 32;        // 16 bytes, AES-GCM tag (reserved)
-constexpr size_t kOffKeyPrint = 48;   // 8 bytes, key fingerprint (reserved)
+constexpr size_t kOffNonce = 20;      // 12 bytes, AES-GCM nonce
+constexpr size_t kOffTag = 32;        // 16 bytes, AES-GCM tag
+constexpr size_t kOffKeyPrint = 48;   // 8 bytes, key fingerprint
 constexpr size_t kOffReserved = 56;   // 4 bytes, zero
 constexpr size_t kOffCrc = 60;
 
@@ -40,6 +40,21 @@ ZSTD_CCtx* ThreadCCtx() {
 ZSTD_DCtx* ThreadDCtx() {
   thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> ctx(ZSTD_createDCtx());
   return ctx.get();
+}
+
+// Associated data of an encrypted blob: header bytes [0, 20) (magic,
+// version, compression, encryption, sizes) and the key fingerprint, so none
+// of them can be changed without failing authentication.
+std::array<uint8_t, 28> Aad(const uint8_t* h) {
+  std::array<uint8_t, 28> aad;
+  std::memcpy(aad.data(), h, kOffNonce);
+  std::memcpy(aad.data() + kOffNonce, h + kOffKeyPrint, crypto::kShortFingerprintSize);
+  return aad;
+}
+
+Bytes& ThreadDecryptBuffer() {
+  thread_local Bytes buffer;
+  return buffer;
 }
 
 uint32_t ComputeCrc(ByteSpan stored) {
@@ -83,9 +98,19 @@ Status EncodeInto(ByteSpan plaintext, const EncodeOptions& options, Bytes* out_b
   std::memcpy(h, format::kBlobMagic.data(), 8);
   format::PutU16(h + kOffVersion, format::kBlobVersion);
   h[kOffCompression] = static_cast<uint8_t>(compression);
-  h[kOffEncryption] = static_cast<uint8_t>(Encryption::kNone);
+  h[kOffEncryption] = static_cast<uint8_t>(options.crypt != nullptr ? Encryption::kAes256Gcm
+                                                                     : Encryption::kNone);
   format::PutU32(h + kOffStoredSize, static_cast<uint32_t>(payload));
   format::PutU32(h + kOffRawSize, static_cast<uint32_t>(plaintext.size()));
+  if (options.crypt != nullptr) {
+    auto print = options.crypt->ShortFingerprint();
+    std::memcpy(h + kOffKeyPrint, print.data(), print.size());
+    auto aad = Aad(h);
+    uint8_t* data = out.data() + kHeaderSize;
+    options.crypt->Encrypt(aad, ByteSpan(data, payload), data,
+                           std::span<uint8_t, crypto::kGcmNonceSize>(h + kOffNonce, 12),
+                           std::span<uint8_t, crypto::kGcmTagSize>(h + kOffTag, 16));
+  }
   format::PutU32(h + kOffCrc, ComputeCrc(out));
   return Status::Ok();
 }
@@ -130,8 +155,7 @@ Result<Header> Check(ByteSpan stored) {
     bool clean = std::all_of(h + kOffNonce, h + kOffReserved, [](uint8_t b) { return b == 0; });
     if (!clean) return DataLossError("encryption fields set on an unencrypted blob");
   }
-  (void)kOffTag;
-  (void)kOffKeyPrint;
+  std::memcpy(header.key_print.data(), h + kOffKeyPrint, header.key_print.size());
   if (header.raw_size > kMaxRawSize) {
     return DataLossError(fmt::format("raw size {} exceeds the limit of {}", header.raw_size,
                                      kMaxRawSize));
@@ -148,12 +172,34 @@ Result<Header> Check(ByteSpan stored) {
   return header;
 }
 
-Result<ByteSpan> DecodeView(ByteSpan stored, Bytes* scratch) {
+Result<ByteSpan> DecodeView(ByteSpan stored, Bytes* scratch, const crypto::CryptConfig* crypt) {
   CAIRN_ASSIGN_OR_RETURN(Header header, Check(stored));
-  if (header.encryption != Encryption::kNone) {
-    return UnimplementedError("blob is encrypted; this build cannot decrypt it");
-  }
   ByteSpan payload = stored.subspan(kHeaderSize);
+  if (header.encryption != Encryption::kNone) {
+    std::string print = ToHex(header.key_print);
+    if (crypt == nullptr) {
+      return FailedPreconditionError(fmt::format(
+          "encrypted (key fingerprint {}...): give its key file with --keyfile or "
+          "CAIRN_KEYFILE",
+          print.substr(0, 16)));
+    }
+    if (header.key_print != crypt->ShortFingerprint()) {
+      return FailedPreconditionError(
+          fmt::format("encrypted with another key (fingerprint {}..., the key given is {})",
+                      print.substr(0, 16), crypt->FingerprintText()));
+    }
+    // Uncompressed: decrypt straight into `scratch`, the result. Compressed:
+    // into a per-thread buffer, then decompress into `scratch`.
+    Bytes& clear = header.compression == Compression::kNone ? *scratch : ThreadDecryptBuffer();
+    clear.resize(payload.size());
+    const uint8_t* h = stored.data();
+    auto aad = Aad(h);
+    CAIRN_RETURN_IF_ERROR(crypt->Decrypt(
+        aad, payload, std::span<const uint8_t, crypto::kGcmNonceSize>(h + kOffNonce, 12),
+        std::span<const uint8_t, crypto::kGcmTagSize>(h + kOffTag, 16), clear.data()));
+    payload = ByteSpan(clear);
+    if (header.compression == Compression::kNone) return payload;
+  }
   if (header.compression == Compression::kNone) return payload;
   scratch->resize(header.raw_size);
   size_t n = ZSTD_decompressDCtx(ThreadDCtx(), scratch->data(), scratch->size(), payload.data(),
@@ -168,26 +214,34 @@ Result<ByteSpan> DecodeView(ByteSpan stored, Bytes* scratch) {
   return ByteSpan(*scratch);
 }
 
-Result<ByteSpan> DecodeChunkView(ByteSpan stored, const crypto::Digest& id, Bytes* scratch) {
-  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeView(stored, scratch));
-  crypto::Digest actual = crypto::Sha256(plain);
+Result<ByteSpan> DecodeChunkView(ByteSpan stored, const crypto::Digest& id, Bytes* scratch,
+                                 const crypto::CryptConfig* crypt) {
+  if (crypt != nullptr && stored.size() > kOffEncryption &&
+      stored[kOffEncryption] == static_cast<uint8_t>(Encryption::kNone)) {
+    CAIRN_RETURN_IF_ERROR(Check(stored).status());
+    return DataLossError("chunk is not encrypted, but its snapshot is");
+  }
+  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeView(stored, scratch, crypt));
+  crypto::Digest actual = ChunkId(plain, crypt);
   if (actual != id) {
-    return DataLossError(fmt::format("content does not match its id (SHA-256 {})",
+    return DataLossError(fmt::format("content does not match its id ({} {})",
+                                     crypt != nullptr ? "keyed id" : "SHA-256",
                                      crypto::DigestHex(actual)));
   }
   return plain;
 }
 
-Result<Bytes> Decode(ByteSpan stored) {
+Result<Bytes> Decode(ByteSpan stored, const crypto::CryptConfig* crypt) {
   Bytes scratch;
-  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeView(stored, &scratch));
+  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeView(stored, &scratch, crypt));
   if (plain.data() == scratch.data()) return scratch;
   return Bytes(plain.begin(), plain.end());
 }
 
-Result<Bytes> DecodeChunk(ByteSpan stored, const crypto::Digest& id) {
+Result<Bytes> DecodeChunk(ByteSpan stored, const crypto::Digest& id,
+                          const crypto::CryptConfig* crypt) {
   Bytes scratch;
-  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChunkView(stored, id, &scratch));
+  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChunkView(stored, id, &scratch, crypt));
   if (plain.data() == scratch.data()) return scratch;
   return Bytes(plain.begin(), plain.end());
 }

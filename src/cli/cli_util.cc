@@ -45,6 +45,13 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx) {
   return datastore::Datastore::Open(*ctx.env, ctx.repo);
 }
 
+Result<std::unique_ptr<datastore::Datastore>> OpenRepoWithKey(Context& ctx) {
+  CAIRN_ASSIGN_OR_RETURN(auto store, OpenRepo(ctx));
+  CAIRN_ASSIGN_OR_RETURN(auto key, LoadKey(ctx.key));
+  store->SetKey(std::move(key));
+  return store;
+}
+
 void AddRepoOptions(CLI::App* cmd, Context& ctx) {
   cmd->add_option("-r,--repo", ctx.repo, "datastore path (or set CAIRN_REPO)");
   cmd->add_option("--ns", ctx.ns, "namespace, like site1/rack2 (default: the root)");

@@ -12,6 +12,7 @@
 #include "base/env.h"
 #include "base/logging.h"
 #include "base/status.h"
+#include "cli/key_options.h"
 #include "datastore/datastore.h"
 #include "store/chunk_source.h"
 
@@ -29,6 +30,7 @@ struct Context {
   std::string repo;  // -r / CAIRN_REPO
   std::string ns;    // --ns
   bool json = false;
+  KeyOptions key;  // --keyfile, --passphrase-file (commands that read or write content)
   int exit_code = kExitOk;
 };
 
@@ -40,6 +42,11 @@ void Fail(Context& ctx, const Status& s);
 // Opens the datastore named by ctx.repo (a path). Remote URLs are refused
 // with a clear message until the server exists.
 Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx);
+
+// OpenRepo, then the key named by --keyfile or CAIRN_KEYFILE, unwrapped with
+// its passphrase (cli/key_options.h), set on the datastore: backups are
+// encrypted with it, encrypted snapshots read with it.
+Result<std::unique_ptr<datastore::Datastore>> OpenRepoWithKey(Context& ctx);
 
 // Adds -r/--repo, --ns and --json to a subcommand.
 void AddRepoOptions(CLI::App* cmd, Context& ctx);

@@ -105,7 +105,7 @@ void Run(Context& ctx, const BackupArgs& args) {
   backup::BackupOptions options;
   options.logger = ctx.logger.get();
   options.created_by = fmt::format("cairn {}", kVersion);
-  auto store = OpenRepo(ctx);
+  auto store = OpenRepoWithKey(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
   auto group = datastore::ParseGroup(ctx.ns, args.id);
   if (!group.ok()) return Fail(ctx, group.status());
@@ -163,6 +163,7 @@ void RegisterBackup(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("backup", "back up images and files into a new snapshot");
   auto args = std::make_shared<BackupArgs>();
   AddRepoOptions(cmd, ctx);
+  AddKeyOptions(cmd, &ctx.key);
   AddJsonOption(cmd, ctx);
   cmd->add_option("--id", args->id, "backup group TYPE/ID (type vm, ct or host), like vm/100")
       ->required();

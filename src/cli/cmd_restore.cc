@@ -229,7 +229,7 @@ void PrintHuman(FILE* out, const restore::RestoreReport& report,
 void Run(Context& ctx, const RestoreArgs& args) {
   restore::RestoreRequest request;
   if (Status s = Check(args, &request); !s.ok()) return Fail(ctx, s);
-  auto store = OpenRepo(ctx);
+  auto store = OpenRepoWithKey(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
   auto spec = datastore::ParseSnapshotSpec(ctx.ns, args.snapshot);
   if (!spec.ok()) return Fail(ctx, spec.status());
@@ -259,6 +259,7 @@ void RegisterRestore(CLI::App& app, Context& ctx) {
       "restore an archive of a snapshot (or --all of them), in place, or as a rehearsal");
   auto args = std::make_shared<RestoreArgs>();
   AddRepoOptions(cmd, ctx);
+  AddKeyOptions(cmd, &ctx.key);
   AddJsonOption(cmd, ctx);
   cmd->add_option("SNAPSHOT", args->snapshot, "TYPE/ID/TIME or TYPE/ID/latest")->required();
   cmd->add_option("ARCHIVE", args->archive, "archive name, like disk0.img or root.tree");

@@ -42,8 +42,8 @@ void Run(Context& ctx, const std::string& group_text) {
   }
   nlohmann::json out = nlohmann::json::array();
   if (!ctx.json) {
-    fmt::print("{:<40} {:>12}  {:<36} {:<24} {:<9} {}\n", "snapshot", "size", "archives", "verify",
-               "protected", "notes");
+    fmt::print("{:<40} {:>12}  {:<36} {:<24} {:<9} {:<23} {}\n", "snapshot", "size", "archives",
+               "verify", "protected", "encrypted (key)", "notes");
   }
   for (const auto& snap : snaps) {
     auto manifest = (*store)->ReadManifest(snap);
@@ -56,6 +56,8 @@ void Run(Context& ctx, const std::string& group_text) {
     const std::string notes = read_notes.ok() ? *read_notes : std::string();
     uint64_t size = 0;
     std::string names;
+    const bool encrypted = manifest.ok() && manifest->encrypted;
+    const std::string key_print = encrypted ? crypto::FingerprintText(manifest->key_fingerprint) : "";
     nlohmann::json archives = nlohmann::json::array();
     if (manifest.ok()) {
       for (const auto& a : manifest->archives) {
@@ -82,13 +84,16 @@ void Run(Context& ctx, const std::string& group_text) {
                      {"archives", archives},
                      {"verify", v},
                      {"protected", prot},
+                     {"encrypted", encrypted},
+                     {"key_fingerprint", encrypted ? nlohmann::json(key_print) : nlohmann::json(nullptr)},
                      {"notes", notes}});
     } else {
       std::string name = snap.group.ns.empty() ? snap.ToString()
                                                : fmt::format("[{}] {}", snap.group.ns, snap.ToString());
-      std::string line = fmt::format("{:<40} {:>12}  {:<36} {:<24} {:<9} {}", name,
+      std::string line = fmt::format("{:<40} {:>12}  {:<36} {:<24} {:<9} {:<23} {}", name,
                                      HumanBytes(size), names, VerifyText(verify),
-                                     prot ? "yes" : "-", FirstLine(notes));
+                                     prot ? "yes" : "-", encrypted ? key_print : "-",
+                                     FirstLine(notes));
       line.erase(line.find_last_not_of(' ') + 1);  // no padding after the last column
       fmt::print("{}\n", line);
     }

@@ -34,7 +34,7 @@ std::string NormalizePath(std::string_view p) {
 // Opens the tree archive named on the command line.
 Result<std::unique_ptr<restore::TreeArchiveReader>> OpenArchive(
     Context& ctx, const TreeArgs& args, std::unique_ptr<datastore::Datastore>* store) {
-  CAIRN_ASSIGN_OR_RETURN(*store, OpenRepo(ctx));
+  CAIRN_ASSIGN_OR_RETURN(*store, OpenRepoWithKey(ctx));
   CAIRN_ASSIGN_OR_RETURN(datastore::SnapshotSpec spec,
                          datastore::ParseSnapshotSpec(ctx.ns, args.snapshot));
   CAIRN_ASSIGN_OR_RETURN(datastore::SnapshotRef snap, (*store)->Resolve(spec));
@@ -186,6 +186,7 @@ Status CatFile(Context& ctx, const TreeArgs& args) {
 
 void AddCommon(CLI::App* cmd, Context& ctx, TreeArgs* args) {
   AddRepoOptions(cmd, ctx);
+  AddKeyOptions(cmd, &ctx.key);
   cmd->add_option("SNAPSHOT", args->snapshot, "TYPE/ID/TIME or TYPE/ID/latest")->required();
   cmd->add_option("ARCHIVE", args->archive, "tree archive name, like root.tree")->required();
 }

@@ -88,7 +88,7 @@ nlohmann::json CoverJson(int days, const verify::VerifyReport& r, const Coverage
 
 void Run(Context& ctx, const VerifyArgs& args) {
   const std::string& what = args.what;
-  auto store = OpenRepo(ctx);
+  auto store = OpenRepoWithKey(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
   auto snaps = Select(**store, ctx.ns, what);
   if (!snaps.ok()) return Fail(ctx, snaps.status());
@@ -135,6 +135,8 @@ void Run(Context& ctx, const VerifyArgs& args) {
                      : speed > 0       ? static_cast<double>(r.left_bytes) / speed
                                        : -1;
   const Coverage cover = CoverageOf(r, speed, ctx.env->NowUnixSeconds());
+  size_t keyless = std::count_if(r.snapshots.begin(), r.snapshots.end(),
+                                 [](const auto& s) { return !s.content_checked; });
   if (!r.ledger_warning.empty()) fmt::print(stderr, "cairn: ledger: {}\n", r.ledger_warning);
   if (r.due_over_limit) {
     fmt::print(stderr,
@@ -151,6 +153,7 @@ void Run(Context& ctx, const VerifyArgs& args) {
       snapshots.push_back({{"snapshot", s.snapshot.ToString()},
                            {"ns", s.snapshot.group.ns},
                            {"state", !s.ok ? "failed" : s.complete ? "ok" : "incomplete"},
+                           {"content_checked", s.content_checked},
                            {"chunks", s.chunks}});
     }
     nlohmann::json problems = nlohmann::json::array();
@@ -176,6 +179,8 @@ void Run(Context& ctx, const VerifyArgs& args) {
                {"unique_chunks", r.unique_chunks},
                {"selected_bytes", r.selected_bytes},
                {"checked_chunks", r.checked_chunks},
+               {"keyless_chunks", r.keyless_chunks},
+               {"content_checked", keyless == 0},
                {"stored_bytes", r.stored_bytes},
                {"raw_bytes", r.raw_bytes},
                {"skipped", {{"fresh_chunks", r.fresh_chunks},
@@ -238,6 +243,12 @@ void Run(Context& ctx, const VerifyArgs& args) {
               : fmt::format("{} never checked", r.never_checked_chunks),
           cover.pace_text, HumanBytes(r.pace_bytes));
     }
+    if (keyless > 0) {
+      fmt::print(
+          "{} encrypted snapshots checked without their key: stored checksums only ({} chunks), "
+          "the content was NOT checked; give --keyfile to check everything\n",
+          keyless, r.keyless_chunks);
+    }
     fmt::print("chunk order: {}{}\n", verify::ChunkOrderName(r.order),
                options.order == verify::ChunkOrder::kAuto ? " (auto)" : "");
     fmt::print("{} snapshots: {}\n", r.snapshots.size(),
@@ -257,6 +268,7 @@ void RegisterVerify(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("verify", "check that snapshots are intact and restorable");
   auto args = std::make_shared<VerifyArgs>();
   AddRepoOptions(cmd, ctx);
+  AddKeyOptions(cmd, &ctx.key);
   AddJsonOption(cmd, ctx);
   cmd->add_option("SNAPSHOT_OR_GROUP", args->what,
                   "vm/100/2026-11-30T05:00:00Z, vm/100/latest or vm/100 (default: everything)");

@@ -88,14 +88,16 @@ std::array<uint8_t, kShortFingerprintSize> CryptConfig::ShortFingerprint() const
   return s;
 }
 
-std::string CryptConfig::FingerprintText() const {
+std::string FingerprintText(const Digest& fingerprint) {
   std::string s;
   for (size_t i = 0; i < kShortFingerprintSize; ++i) {
     if (i) s += ':';
-    s += fmt::format("{:02x}", fingerprint_[i]);
+    s += fmt::format("{:02x}", fingerprint[i]);
   }
   return s;
 }
+
+std::string CryptConfig::FingerprintText() const { return crypto::FingerprintText(fingerprint_); }
 
 Digest CryptConfig::ChunkId(ByteSpan plaintext) const { return HmacSha256(id_key_, plaintext); }
 

@@ -43,6 +43,9 @@ Digest HmacSha256(ByteSpan key, ByteSpan data);
 // Constant-time comparison of two equal-length byte strings.
 bool ConstantTimeEqual(ByteSpan a, ByteSpan b);
 
+// "3f:a2:…:09": the first 8 bytes of a key fingerprint, as PBS prints them.
+std::string FingerprintText(const Digest& fingerprint);
+
 class CryptConfig {
  public:
   static std::shared_ptr<const CryptConfig> FromMasterKey(const Key256& master);

@@ -192,7 +192,23 @@ Result<index::Manifest> Datastore::ReadManifest(const SnapshotRef& snap) const {
                                      manifest->type, manifest->id, manifest->time,
                                      snap.ToString()));
   }
+  if (manifest->encrypted && key_ != nullptr && manifest->key_fingerprint == key_->fingerprint()) {
+    Status sig = index::CheckManifestSignature(*manifest, *key_);
+    if (!sig.ok()) return sig.WithContext(path);
+  }
   return manifest;
+}
+
+Result<const crypto::CryptConfig*> Datastore::CryptFor(const index::Manifest& m) const {
+  if (!m.encrypted) return static_cast<const crypto::CryptConfig*>(nullptr);
+  if (key_ == nullptr) {
+    return FailedPreconditionError(fmt::format(
+        "snapshot {}/{}/{} is encrypted (key fingerprint {}...): give its key with --keyfile "
+        "or CAIRN_KEYFILE",
+        m.type, m.id, m.time, crypto::DigestHex(m.key_fingerprint).substr(0, 16)));
+  }
+  CAIRN_RETURN_IF_ERROR(index::CheckManifestSignature(m, *key_));
+  return key_.get();
 }
 
 Result<index::FixedIndex> Datastore::ReadImageIndex(const SnapshotRef& snap,
@@ -229,8 +245,8 @@ Result<Datastore::TreeIndexes> Datastore::ReadTreeIndexes(const SnapshotRef& sna
   return out;
 }
 
-Result<Bytes> Datastore::ReadBlobArchive(const SnapshotRef& snap,
-                                         const index::ArchiveEntry& entry) const {
+Result<Bytes> Datastore::ReadBlobArchive(const SnapshotRef& snap, const index::ArchiveEntry& entry,
+                                         const crypto::CryptConfig* crypt) const {
   std::string path = JoinPath(SnapshotDir(snap), entry.FileName());
   auto stored = ReadWholeFile(env_, path, kMaxBlobFile);
   if (!stored.ok()) {
@@ -243,8 +259,16 @@ Result<Bytes> Datastore::ReadBlobArchive(const SnapshotRef& snap,
     return DataLossError(
         fmt::format("{}: blob checksum does not match the manifest of {}", path, snap.ToString()));
   }
-  auto plain = blob::Decode(*stored);
-  if (!plain.ok()) return DataLossError(fmt::format("{}: {}", path, plain.status().message()));
+  auto plain = blob::Decode(*stored, crypt);
+  if (!plain.ok()) {
+    if (plain.status().code() == StatusCode::kFailedPrecondition) {
+      return plain.status().WithContext(path);
+    }
+    return DataLossError(fmt::format("{}: {}", path, plain.status().message()));
+  }
+  if (crypt != nullptr && blob::Check(*stored)->encryption == blob::Encryption::kNone) {
+    return DataLossError(fmt::format("{}: not encrypted, but its snapshot is", path));
+  }
   if (plain->size() != entry.size) {
     return DataLossError(
         fmt::format("{}: {} bytes, manifest says {}", path, plain->size(), entry.size));

@@ -48,6 +48,17 @@ class Datastore {
   // REQUIRES: env outlives the datastore.
   static Result<std::unique_ptr<Datastore>> Open(Env& env, const std::string& path);
 
+  // The client's encryption key (null: none). With a key, new snapshots are
+  // encrypted and signed with it, and the manifests of snapshots made with
+  // it are checked on every read. Set once, right after Open.
+  void SetKey(std::shared_ptr<const crypto::CryptConfig> key) { key_ = std::move(key); }
+  const crypto::CryptConfig* key() const { return key_.get(); }
+  // What decodes the chunks and blobs of a snapshot with this manifest:
+  // null for a plain snapshot, the key for an encrypted one.
+  // FailedPrecondition, naming the snapshot and the key fingerprints, when
+  // it is encrypted and the datastore has no key or another one.
+  Result<const crypto::CryptConfig*> CryptFor(const index::Manifest& manifest) const;
+
   Env& env() const { return env_; }
   const std::string& path() const { return path_; }
   store::LocalChunkStore& chunks() const { return *chunks_; }
@@ -67,6 +78,8 @@ class Datastore {
   // Resolves "TYPE/ID/TIME" or "TYPE/ID/latest" to a finished snapshot.
   Result<SnapshotRef> Resolve(const SnapshotSpec& spec) const;
 
+  // With a key, an encrypted manifest made with that key has its signature
+  // checked (DataLoss when it does not match).
   Result<index::Manifest> ReadManifest(const SnapshotRef& snap) const;
   // Reads an image archive's index and checks it against the manifest entry
   // (size, chunk size, checksum). DataLoss names snapshot and archive.
@@ -82,8 +95,10 @@ class Datastore {
   Result<TreeIndexes> ReadTreeIndexes(const SnapshotRef& snap,
                                       const index::ArchiveEntry& entry) const;
   // Reads a blob archive's stored bytes, checking size and SHA-256 against
-  // the manifest, and returns its plaintext.
-  Result<Bytes> ReadBlobArchive(const SnapshotRef& snap, const index::ArchiveEntry& entry) const;
+  // the manifest, and returns its plaintext (decrypted with `crypt`, from
+  // CryptFor, when the snapshot is encrypted).
+  Result<Bytes> ReadBlobArchive(const SnapshotRef& snap, const index::ArchiveEntry& entry,
+                                const crypto::CryptConfig* crypt = nullptr) const;
 
   // nullopt when the snapshot was never verified (or its state is unreadable).
   std::optional<VerifyState> ReadVerifyState(const SnapshotRef& snap) const;
@@ -119,6 +134,7 @@ class Datastore {
   Env& env_;
   std::string path_;
   std::unique_ptr<store::LocalChunkStore> chunks_;
+  std::shared_ptr<const crypto::CryptConfig> key_;
 };
 
 inline constexpr char kDatastoreMarker[] = ".cairn-datastore";

@@ -83,7 +83,9 @@ Status SnapshotWriter::AddTree(const std::string& name, const index::DynamicInde
 Status SnapshotWriter::AddBlob(const std::string& name, ByteSpan plaintext) {
   if (manifest_.Find(name))
     return InvalidArgumentError(fmt::format("archive {} given twice", name));
-  CAIRN_ASSIGN_OR_RETURN(Bytes stored, blob::Encode(plaintext));
+  blob::EncodeOptions options;
+  options.crypt = store_.key();
+  CAIRN_ASSIGN_OR_RETURN(Bytes stored, blob::Encode(plaintext, options));
   index::ArchiveEntry entry{name, index::ArchiveKind::kBlob, plaintext.size(),
                             crypto::Sha256(stored), 0};
   CAIRN_RETURN_IF_ERROR(WriteArchiveFile(entry.FileName(), stored));
@@ -98,7 +100,7 @@ Status SnapshotWriter::Commit(const std::string& created_by) {
   // Order matters: chunks, then archive files, then the manifest.
   CAIRN_RETURN_IF_ERROR(store_.chunks().Flush());
   CAIRN_RETURN_IF_ERROR(env.SyncDir(dir_));
-  CAIRN_ASSIGN_OR_RETURN(Bytes stored, index::EncodeManifest(manifest_));
+  CAIRN_ASSIGN_OR_RETURN(Bytes stored, index::EncodeManifest(manifest_, store_.key()));
   CAIRN_RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(dir_, index::kManifestFileName), stored));
   committed_ = true;
   return Status::Ok();

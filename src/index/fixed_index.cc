@@ -135,7 +135,8 @@ Result<FixedIndex> ReadFixedIndex(Env& env, const std::string& path) {
   return index;
 }
 
-crypto::Digest ZeroChunkDigest(uint32_t length) {
+crypto::Digest ZeroChunkDigest(uint32_t length, const crypto::CryptConfig* crypt) {
+  if (crypt != nullptr) return crypt->ZeroChunkId(length);
   static const crypto::Digest kDefault = [] {
     Bytes zeros(kDefaultChunkSize, 0);
     return crypto::Sha256(zeros);

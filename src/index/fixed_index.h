@@ -16,6 +16,7 @@
 #include "base/bytes.h"
 #include "base/env.h"
 #include "base/status.h"
+#include "crypto/crypt_config.h"
 #include "crypto/sha256.h"
 
 namespace cairn::index {
@@ -63,7 +64,8 @@ class FixedIndex {
 // Reads and decodes the index file at `path`; errors name the path.
 Result<FixedIndex> ReadFixedIndex(Env& env, const std::string& path);
 
-// The id of a chunk of `length` zero bytes. Cached for kDefaultChunkSize.
-crypto::Digest ZeroChunkDigest(uint32_t length);
+// The id of a chunk of `length` zero bytes (keyed by `crypt` in encrypted
+// snapshots, blob::ChunkId). Cached for kDefaultChunkSize.
+crypto::Digest ZeroChunkDigest(uint32_t length, const crypto::CryptConfig* crypt = nullptr);
 
 }  // namespace cairn::index

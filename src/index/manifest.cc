@@ -88,7 +88,7 @@ Result<ArchiveKind> ParseArchiveName(std::string_view name) {
       "must end in .img (disk image), .tree (directory tree) or .blob (small file stored whole)");
 }
 
-std::string ManifestToJson(const Manifest& m) {
+std::string ManifestToJson(const Manifest& m, const crypto::CryptConfig* crypt) {
   json archives = json::array();
   for (const auto& a : m.archives) {
     json e = {{"name", a.name},
@@ -110,7 +110,30 @@ std::string ManifestToJson(const Manifest& m) {
             {"archives", std::move(archives)},
             {"created_unix", m.created_unix},
             {"created_by", m.created_by}};
+  if (crypt != nullptr) {
+    j["crypt"] = {{"mode", "encrypt"}, {"key_fingerprint", crypto::DigestHex(crypt->fingerprint())}};
+    // Canonical form: compact, keys sorted (nlohmann::json's object order).
+    j["signature"] = crypto::DigestHex(crypt->Mac(AsBytes(j.dump())));
+  }
   return j.dump(2);
+}
+
+Status CheckManifestSignature(const Manifest& m, const crypto::CryptConfig& crypt) {
+  if (!m.encrypted) return Status::Ok();
+  if (m.key_fingerprint != crypt.fingerprint()) {
+    return FailedPreconditionError(fmt::format(
+        "snapshot {}/{}/{} was made with another key (fingerprint {}...), not the one given ({})",
+        m.type, m.id, m.time, crypto::DigestHex(m.key_fingerprint).substr(0, 16),
+        crypt.FingerprintText()));
+  }
+  crypto::Digest expected = crypt.Mac(AsBytes(m.signed_content));
+  if (!crypto::ConstantTimeEqual(expected, m.signature)) {
+    return DataLossError(fmt::format(
+        "manifest of {}/{}/{}: signature does not match: it was changed by someone without "
+        "the key",
+        m.type, m.id, m.time));
+  }
+  return Status::Ok();
 }
 
 Result<Manifest> ManifestFromJson(std::string_view text) {
@@ -165,11 +188,29 @@ Result<Manifest> ManifestFromJson(std::string_view text) {
     }
     m.archives.push_back(std::move(a));
   }
+  if (auto c = j.find("crypt"); c != j.end()) {
+    if (!c->is_object()) return DataLossError("manifest: 'crypt' is not an object");
+    std::string mode;
+    std::string print;
+    std::string signature;
+    CAIRN_RETURN_IF_ERROR(GetField(*c, "mode", &mode));
+    if (mode != "encrypt") return DataLossError(fmt::format("manifest: unknown crypt mode '{}'", mode));
+    CAIRN_RETURN_IF_ERROR(GetField(*c, "key_fingerprint", &print));
+    CAIRN_RETURN_IF_ERROR(GetField(j, "signature", &signature));
+    if (!FromHex(print, m.key_fingerprint) || !FromHex(signature, m.signature)) {
+      return DataLossError("manifest: malformed key fingerprint or signature");
+    }
+    m.encrypted = true;
+    j.erase("signature");
+    m.signed_content = j.dump();
+  } else if (j.contains("signature")) {
+    return DataLossError("manifest: a signature without 'crypt'");
+  }
   return m;
 }
 
-Result<Bytes> EncodeManifest(const Manifest& m) {
-  return blob::Encode(AsBytes(ManifestToJson(m)));
+Result<Bytes> EncodeManifest(const Manifest& m, const crypto::CryptConfig* crypt) {
+  return blob::Encode(AsBytes(ManifestToJson(m, crypt)));
 }
 
 Result<Manifest> DecodeManifest(ByteSpan stored) {

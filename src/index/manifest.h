@@ -17,6 +17,7 @@
 #include "base/bytes.h"
 #include "base/env.h"
 #include "base/status.h"
+#include "crypto/crypt_config.h"
 #include "crypto/sha256.h"
 
 namespace cairn::index {
@@ -52,6 +53,14 @@ struct Manifest {
   std::vector<ArchiveEntry> archives;
   int64_t created_unix = 0;
   std::string created_by;  // "cairn 0.1.0"
+  // Encrypted snapshots: the fingerprint of their key (CryptConfig), and
+  // the manifest's signature, HMAC-SHA256 under the key's MAC key over the
+  // canonical JSON without "signature" (docs/FORMAT.md, "Manifest").
+  bool encrypted = false;
+  crypto::Digest key_fingerprint{};
+  crypto::Digest signature{};
+  // Set by ManifestFromJson: the canonical bytes the signature covers.
+  std::string signed_content;
 
   const ArchiveEntry* Find(std::string_view name) const;
 };
@@ -60,12 +69,22 @@ struct Manifest {
 // at most 128 bytes. InvalidArgument otherwise.
 Result<ArchiveKind> ParseArchiveName(std::string_view name);
 
-std::string ManifestToJson(const Manifest& m);
-// DataLoss on malformed JSON or a field of the wrong type or value.
+// With `crypt`, the manifest is marked encrypted with that key and signed
+// (`m`'s own encrypted/key_fingerprint/signature fields are ignored).
+std::string ManifestToJson(const Manifest& m, const crypto::CryptConfig* crypt = nullptr);
+// DataLoss on malformed JSON or a field of the wrong type or value. Does not
+// check the signature (that needs the key): CheckManifestSignature.
 Result<Manifest> ManifestFromJson(std::string_view json);
 
-// Blob-wrapped encode/decode (the on-disk form).
-Result<Bytes> EncodeManifest(const Manifest& m);
+// An encrypted manifest's signature under `crypt`: FailedPrecondition when
+// `crypt` is another key, DataLoss when the signature does not match (the
+// manifest was changed by someone without the key).
+Status CheckManifestSignature(const Manifest& m, const crypto::CryptConfig& crypt);
+
+// Blob-wrapped encode/decode (the on-disk form). The manifest blob itself is
+// not encrypted, so snapshots can be listed, pruned and collected without
+// the key; the signature protects it.
+Result<Bytes> EncodeManifest(const Manifest& m, const crypto::CryptConfig* crypt = nullptr);
 Result<Manifest> DecodeManifest(ByteSpan stored);
 
 inline constexpr char kManifestFileName[] = "index.json.blob";

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include "blob/blob.h"
@@ -255,6 +257,82 @@ TEST(ManifestTest, ParseArchiveName) {
     auto r = ParseArchiveName(bad);
     EXPECT_EQ(CodeOf(r), StatusCode::kInvalidArgument) << bad;
   }
+}
+
+std::shared_ptr<const crypto::CryptConfig> ManifestKey(uint8_t fill) {
+  crypto::Key256 k;
+  k.fill(fill);
+  return crypto::CryptConfig::FromMasterKey(k);
+}
+
+TEST(ManifestSignatureTest, SignedManifestRoundTripsAndChecks) {
+  auto key = ManifestKey(1);
+  std::string text = ManifestToJson(Sample(), key.get());
+  auto m = ManifestFromJson(text);
+  CAIRN_ASSERT_OK(m);
+  ExpectSame(*m, Sample());
+  EXPECT_TRUE(m->encrypted);
+  EXPECT_EQ(m->key_fingerprint, key->fingerprint());
+  CAIRN_EXPECT_OK(CheckManifestSignature(*m, *key));
+  // Through the blob form too.
+  auto stored = EncodeManifest(Sample(), key.get());
+  CAIRN_ASSERT_OK(stored);
+  auto decoded = DecodeManifest(*stored);
+  CAIRN_ASSERT_OK(decoded);
+  CAIRN_EXPECT_OK(CheckManifestSignature(*decoded, *key));
+  // A plain manifest is not encrypted and needs no signature.
+  auto plain = ManifestFromJson(ManifestToJson(Sample()));
+  CAIRN_ASSERT_OK(plain);
+  EXPECT_FALSE(plain->encrypted);
+  CAIRN_EXPECT_OK(CheckManifestSignature(*plain, *key));
+}
+
+TEST(ManifestSignatureTest, AnotherKeyIsFailedPrecondition) {
+  auto m = ManifestFromJson(ManifestToJson(Sample(), ManifestKey(1).get()));
+  CAIRN_ASSERT_OK(m);
+  Status s = CheckManifestSignature(*m, *ManifestKey(2));
+  EXPECT_EQ(CodeOf(s), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("another key"), std::string_view::npos) << s.ToString();
+}
+
+TEST(ManifestSignatureTest, EveryChangeWithoutTheKeyIsDetected) {
+  auto key = ManifestKey(1);
+  json j = json::parse(ManifestToJson(Sample(), key.get()));
+  std::vector<std::function<void(json&)>> edits = {
+      [](json& x) { x["archives"][0]["size"] = 1; },
+      [](json& x) { x["archives"][0]["csum"] = crypto::DigestHex(crypto::Sha256(AsBytes("x"))); },
+      [](json& x) { x["archives"].erase(1); },
+      [](json& x) { x["created_by"] = "mallory"; },
+      [](json& x) { x["extra"] = 1; },
+      [](json& x) { x["signature"] = crypto::DigestHex(crypto::Sha256(AsBytes("forged"))); },
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    json t = j;
+    edits[i](t);
+    auto m = ManifestFromJson(t.dump(2));
+    CAIRN_ASSERT_OK(m);
+    EXPECT_EQ(CodeOf(CheckManifestSignature(*m, *key)), StatusCode::kDataLoss) << "edit " << i;
+  }
+  // Claiming another key: not this key's manifest (so not trusted either).
+  json other = j;
+  other["crypt"]["key_fingerprint"] = crypto::DigestHex(ManifestKey(3)->fingerprint());
+  auto m = ManifestFromJson(other.dump());
+  CAIRN_ASSERT_OK(m);
+  EXPECT_EQ(CodeOf(CheckManifestSignature(*m, *key)), StatusCode::kFailedPrecondition);
+  // Malformed crypt sections are DataLoss when parsing.
+  for (auto edit : std::vector<std::function<void(json&)>>{
+           [](json& x) { x.erase("signature"); },
+           [](json& x) { x["crypt"]["mode"] = "sign"; },
+           [](json& x) { x["crypt"]["key_fingerprint"] = "zz"; },
+           [](json& x) { x["crypt"] = 5; },
+       }) {
+    json t = j;
+    edit(t);
+    EXPECT_EQ(CodeOf(ManifestFromJson(t.dump())), StatusCode::kDataLoss) << t.dump();
+  }
+  json stripped = j;
+  stripped.erase("crypt");
+  EXPECT_EQ(CodeOf(ManifestFromJson(stripped.dump())), StatusCode::kDataLoss);
 }
 
 }  // namespace

@@ -17,11 +17,11 @@ namespace {
 // Knows the ids of all-zero chunks: the full-size one and the short tail's.
 class ZeroIds {
  public:
-  explicit ZeroIds(const index::FixedIndex& idx)
-      : full_(index::ZeroChunkDigest(idx.chunk_size())), chunk_size_(idx.chunk_size()) {
+  ZeroIds(const index::FixedIndex& idx, const crypto::CryptConfig* crypt)
+      : full_(index::ZeroChunkDigest(idx.chunk_size(), crypt)), chunk_size_(idx.chunk_size()) {
     if (idx.chunk_count() > 0 && idx.ChunkLength(idx.chunk_count() - 1) != idx.chunk_size()) {
       tail_len_ = idx.ChunkLength(idx.chunk_count() - 1);
-      tail_ = index::ZeroChunkDigest(tail_len_);
+      tail_ = index::ZeroChunkDigest(tail_len_, crypt);
     }
   }
   bool IsZero(const crypto::Digest& id, uint32_t length) const {
@@ -45,9 +45,10 @@ Status ReadStored(store::ChunkSource& source, const crypto::Digest& id, Bytes* o
 
 // Fully checks one stored chunk and returns a view of its plaintext (in
 // `stored` or in this thread's decompression buffer).
-Result<ByteSpan> DecodeChecked(const Bytes& stored, const crypto::Digest& id, uint32_t length) {
+Result<ByteSpan> DecodeChecked(const Bytes& stored, const crypto::Digest& id, uint32_t length,
+                               const crypto::CryptConfig* crypt) {
   thread_local Bytes scratch;
-  auto plain = blob::DecodeChunkView(stored, id, &scratch);
+  auto plain = blob::DecodeChunkView(stored, id, &scratch, crypt);
   if (!plain.ok()) {
     return plain.status().WithContext(fmt::format("chunk {}", crypto::DigestHex(id)));
   }
@@ -90,7 +91,7 @@ void AddProgress(const ImageRestoreOptions& options, uint64_t bytes) {
 // budget are fetched in parallel into slots, then written in order.
 Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source, WritableFile& out,
                        const ImageRestoreOptions& options, ImageRestoreStats* stats) {
-  const ZeroIds zero(idx);
+  const ZeroIds zero(idx, options.crypt);
   const Bytes zeros(idx.chunk_size(), 0);
   pipeline::ConcurrencyController controller(pipeline::ConcurrencyController::Options::ForJobs(
       options.jobs, source.Traits().initial_reads_in_flight));
@@ -120,7 +121,7 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
           size_t pos = fetch_positions[k];
           stored.fetch_add(data.size(), std::memory_order_relaxed);
           CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
-                                 DecodeChecked(data, idx.digest(pos), idx.ChunkLength(pos)));
+                                 DecodeChecked(data, idx.digest(pos), idx.ChunkLength(pos), options.crypt));
           slots[k].assign(plain.begin(), plain.end());
           return Status::Ok();
         },
@@ -215,7 +216,7 @@ Status ScanTargets(Env& env, std::span<const ImageTarget> targets,
   for (uint32_t t = 0; t < targets.size(); ++t) {
     const index::FixedIndex& idx = *targets[t].index;
     CAIRN_ASSIGN_OR_RETURN(files[t], env.OpenReadable(targets[t].path));
-    zero.emplace_back(idx);
+    zero.emplace_back(idx, options.crypt);
     for (uint32_t p = 0; p < idx.chunk_count(); ++p) work.emplace_back(t, p);
     total += idx.image_size();
   }
@@ -242,7 +243,8 @@ Status ScanTargets(Env& env, std::span<const ImageTarget> targets,
         const uint32_t len = idx.ChunkLength(p);
         const crypto::Digest& id = idx.digest(p);
         bool same = data.size() == len &&
-                    (zero[t].IsZero(id, len) ? IsAllZero(data) : crypto::Sha256(data) == id);
+                    (zero[t].IsZero(id, len) ? IsAllZero(data)
+                                             : blob::ChunkId(data, options.crypt) == id);
         if (same) (*wanted)[t][p] = 0;
         AddProgress(options, len);
         return Status::Ok();
@@ -323,7 +325,7 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
       [&](size_t k, Bytes& data) -> Status {
         const PlanItem& item = plan.items[k];
         stored[item.uses[0].target].fetch_add(data.size(), std::memory_order_relaxed);
-        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChecked(data, item.id, item.length));
+        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChecked(data, item.id, item.length, options.crypt));
         for (const Use& use : item.uses) {
           if (!options.rehearse) {
             CAIRN_RETURN_IF_ERROR(open[use.target].out->WriteAt(use.offset, plain));
@@ -349,12 +351,13 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
 }  // namespace
 
 RestorePlan PlanImageRestore(std::span<const index::FixedIndex* const> indexes,
-                             const std::vector<std::vector<uint8_t>>* wanted) {
+                             const std::vector<std::vector<uint8_t>>* wanted,
+                             const crypto::CryptConfig* crypt) {
   RestorePlan plan;
   std::unordered_map<crypto::Digest, size_t, crypto::DigestHash> slot;
   for (uint32_t t = 0; t < indexes.size(); ++t) {
     const index::FixedIndex& idx = *indexes[t];
-    const ZeroIds zero(idx);
+    const ZeroIds zero(idx, crypt);
     for (size_t i = 0; i < idx.chunk_count(); ++i) {
       if (wanted != nullptr && !(*wanted)[t][i]) continue;
       const crypto::Digest& id = idx.digest(i);
@@ -379,9 +382,9 @@ RestorePlan PlanImageRestore(std::span<const index::FixedIndex* const> indexes,
   return plan;
 }
 
-RestorePlan PlanImageRestore(const index::FixedIndex& idx) {
+RestorePlan PlanImageRestore(const index::FixedIndex& idx, const crypto::CryptConfig* crypt) {
   const index::FixedIndex* one[] = {&idx};
-  return PlanImageRestore(one);
+  return PlanImageRestore(one, nullptr, crypt);
 }
 
 Status RestoreImages(Env& env, std::span<const ImageTarget> targets, store::ChunkSource& source,
@@ -423,7 +426,7 @@ Status RestoreImages(Env& env, std::span<const ImageTarget> targets, store::Chun
   }
   std::vector<const index::FixedIndex*> indexes;
   for (const ImageTarget& t : targets) indexes.push_back(t.index);
-  const RestorePlan plan = PlanImageRestore(indexes, options.in_place ? &wanted : nullptr);
+  const RestorePlan plan = PlanImageRestore(indexes, options.in_place ? &wanted : nullptr, options.crypt);
   Account(targets, plan, open, options, stats);
 
   Status s = RunPlan(env, targets, source, plan, open, options, start, stats);

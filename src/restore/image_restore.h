@@ -66,9 +66,11 @@ struct RestorePlan {
 // Plans restoring `indexes[t]` to target t. With `wanted`, only the chunk
 // positions p with (*wanted)[t][p] set are planned (in-place restore).
 RestorePlan PlanImageRestore(std::span<const index::FixedIndex* const> indexes,
-                             const std::vector<std::vector<uint8_t>>* wanted = nullptr);
+                             const std::vector<std::vector<uint8_t>>* wanted = nullptr,
+                             const crypto::CryptConfig* crypt = nullptr);
 // One image.
-RestorePlan PlanImageRestore(const index::FixedIndex& idx);
+RestorePlan PlanImageRestore(const index::FixedIndex& idx,
+                             const crypto::CryptConfig* crypt = nullptr);
 
 struct ImageRestoreOptions {
   bool overwrite = false;  // allow writing over an existing file or device
@@ -78,6 +80,8 @@ struct ImageRestoreOptions {
   int cpu_workers = 0;     // 0: one per core
   uint64_t max_bytes_in_flight = uint64_t{256} << 20;
   pipeline::Progress* progress = nullptr;  // optional
+  // The key of an encrypted snapshot (Datastore::CryptFor); null: plain.
+  const crypto::CryptConfig* crypt = nullptr;
 };
 
 // Every image byte is counted once in fetched, dedup, zero or in_place.

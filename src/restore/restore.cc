@@ -103,6 +103,7 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
   CAIRN_ASSIGN_OR_RETURN(auto snapshot_lock, store.LockSnapshotShared(snap));
   RestoreReport report{snap, {}, 0};
   CAIRN_ASSIGN_OR_RETURN(index::Manifest manifest, store.ReadManifest(snap));
+  CAIRN_ASSIGN_OR_RETURN(const crypto::CryptConfig* crypt, store.CryptFor(manifest));
 
   // What to restore where.
   std::vector<const index::ArchiveEntry*> entries;
@@ -183,7 +184,7 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
       image_results.push_back(i);
       continue;
     }
-    auto data = store.ReadBlobArchive(snap, *entries[i]);
+    auto data = store.ReadBlobArchive(snap, *entries[i], crypt);
     if (!data.ok()) return fail(data.status().WithContext(context(r)));
     Status s = CheckBlobTarget(env, r.target, request);
     if (!s.ok()) return fail(s.WithContext(context(r)));
@@ -203,6 +204,7 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
     options.cpu_workers = request.cpu_workers;
     options.max_bytes_in_flight = request.max_bytes_in_flight;
     options.progress = request.progress;
+    options.crypt = crypt;
     store::ChunkSource& source = request.source ? *request.source : store.chunks();
     std::vector<ImageRestoreStats> stats;
     Status s = RestoreImages(env, targets, source, options, &stats);

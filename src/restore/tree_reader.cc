@@ -20,11 +20,12 @@ constexpr uint64_t kPayloadWindowBytes = uint64_t{64} << 20;
 // computed when first asked for (see the file comment of the header).
 class ZeroChunks {
  public:
+  explicit ZeroChunks(const crypto::CryptConfig* crypt) : crypt_(crypt) {}
   bool IsZero(const index::DynamicIndex& idx, size_t i) {
     if (!candidates_ready_) FindCandidates(idx);
     auto it = digests_.find(idx.ChunkLength(i));
     if (it == digests_.end()) return false;
-    if (!it->second.has_value()) it->second = index::ZeroChunkDigest(it->first);
+    if (!it->second.has_value()) it->second = index::ZeroChunkDigest(it->first, crypt_);
     return *it->second == idx.digest(i);
   }
 
@@ -47,6 +48,7 @@ class ZeroChunks {
     for (size_t k = 0; k < keep; ++k) digests_.emplace(runs[k].second, std::nullopt);
   }
 
+  const crypto::CryptConfig* crypt_;
   bool candidates_ready_ = false;
   std::unordered_map<uint32_t, std::optional<crypto::Digest>> digests_;
 };
@@ -60,8 +62,9 @@ Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, Byt
 }
 
 Result<ByteSpan> DecodeCheckedChunk(const Bytes& stored, const crypto::Digest& id,
-                                    uint32_t length, Bytes* scratch) {
-  auto plain = blob::DecodeChunkView(stored, id, scratch);
+                                    uint32_t length, Bytes* scratch,
+                                    const crypto::CryptConfig* crypt) {
+  auto plain = blob::DecodeChunkView(stored, id, scratch, crypt);
   if (!plain.ok()) {
     return plain.status().WithContext(fmt::format("chunk {}", crypto::DigestHex(id)));
   }
@@ -74,10 +77,12 @@ Result<ByteSpan> DecodeCheckedChunk(const Bytes& stored, const crypto::Digest& i
 
 struct TreeArchiveReader::Impl {
   Impl(store::ChunkSource& source, datastore::Datastore::TreeIndexes indexes,
-       std::string description)
+       std::string description, const crypto::CryptConfig* crypt)
       : source(source), indexes(std::move(indexes)), description(std::move(description)),
+        crypt(crypt),
         controller(pipeline::ConcurrencyController::Options::ForJobs(
-            0, source.Traits().initial_reads_in_flight)) {}
+            0, source.Traits().initial_reads_in_flight)),
+        zero(crypt) {}
 
   // The decoder's source: the next metadata chunk's plaintext, checked.
   Result<ByteSpan> NextMetaChunk() {
@@ -85,7 +90,8 @@ struct TreeArchiveReader::Impl {
     if (meta_next >= meta.chunk_count()) return ByteSpan();
     size_t i = meta_next++;
     CAIRN_RETURN_IF_ERROR(ReadStoredChunk(source, meta.digest(i), &stored));
-    auto plain = DecodeCheckedChunk(stored, meta.digest(i), meta.ChunkLength(i), &scratch);
+    auto plain =
+        DecodeCheckedChunk(stored, meta.digest(i), meta.ChunkLength(i), &scratch, crypt);
     if (!plain.ok()) {
       return plain.status().WithContext(fmt::format("metadata chunk {}", i));
     }
@@ -101,6 +107,7 @@ struct TreeArchiveReader::Impl {
   store::ChunkSource& source;
   datastore::Datastore::TreeIndexes indexes;
   std::string description;
+  const crypto::CryptConfig* crypt;
   pipeline::ConcurrencyController controller;  // payload reads: tuned across calls
   ZeroChunks zero;
   std::unique_ptr<tree::TreeDecoder> decoder;
@@ -120,10 +127,13 @@ Result<std::unique_ptr<TreeArchiveReader>> TreeArchiveReader::Open(
                                             entry.name, snap.ToString(),
                                             index::ArchiveKindName(entry.kind)));
   }
+  CAIRN_ASSIGN_OR_RETURN(index::Manifest manifest, store.ReadManifest(snap));
+  CAIRN_ASSIGN_OR_RETURN(const crypto::CryptConfig* crypt, store.CryptFor(manifest));
   CAIRN_ASSIGN_OR_RETURN(datastore::Datastore::TreeIndexes indexes,
                          store.ReadTreeIndexes(snap, entry));
   auto impl = std::make_unique<Impl>(
-      source, std::move(indexes), fmt::format("archive {} of {}", entry.name, snap.ToString()));
+      source, std::move(indexes), fmt::format("archive {} of {}", entry.name, snap.ToString()),
+      crypt);
   impl->Restart();
   return std::unique_ptr<TreeArchiveReader>(new TreeArchiveReader(std::move(impl)));
 }
@@ -187,7 +197,8 @@ Status TreeArchiveReader::ReadPayload(uint64_t offset, uint64_t size,
           thread_local Bytes scratch;
           CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
                                  DecodeCheckedChunk(stored, idx.digest(fetch[k]),
-                                                    idx.ChunkLength(fetch[k]), &scratch));
+                                                    idx.ChunkLength(fetch[k]), &scratch,
+                                                    impl_->crypt));
           slots[k].assign(plain.begin(), plain.end());
           return Status::Ok();
         },
@@ -215,6 +226,8 @@ Status TreeArchiveReader::ReadPayload(uint64_t offset, uint64_t size,
   }
   return Status::Ok();
 }
+
+const crypto::CryptConfig* TreeArchiveReader::crypt() const { return impl_->crypt; }
 
 bool TreeArchiveReader::IsZeroChunk(size_t i) { return impl_->zero.IsZero(impl_->indexes.data, i); }
 

@@ -33,7 +33,9 @@ class TreeArchiveReader {
  public:
   static constexpr size_t kMaxZeroLengths = 16;
 
-  // Reads and checks both indexes against the manifest entry.
+  // Reads and checks both indexes against the manifest entry; the manifest
+  // says whether the snapshot is encrypted (then the datastore's key must be
+  // the snapshot's: Datastore::CryptFor).
   // REQUIRES: entry.kind == kTree; store and source outlive the reader.
   static Result<std::unique_ptr<TreeArchiveReader>> Open(const datastore::Datastore& store,
                                                          store::ChunkSource& source,
@@ -62,6 +64,8 @@ class TreeArchiveReader {
   // True when payload chunk `i` is known to be all zeros (see file comment).
   bool IsZeroChunk(size_t i);
 
+  // The key of an encrypted snapshot (null when plain): decodes its chunks.
+  const crypto::CryptConfig* crypt() const;
   const index::DynamicIndex& meta_index() const;
   const index::DynamicIndex& data_index() const;
   // "archive root.tree of host/srv/2026-11-30T05:00:00Z", for messages.
@@ -79,9 +83,11 @@ class TreeArchiveReader {
 // the source lacks is damage: NotFound becomes DataLoss.
 Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, Bytes* out);
 
-// Fully checks a stored chunk (CRC, decompression, SHA-256 against `id`,
-// `length`) and returns a view of its plaintext, in `stored` or `scratch`.
+// Fully checks a stored chunk (CRC, decryption with `crypt` when set,
+// decompression, id against `id`, `length`) and returns a view of its
+// plaintext, in `stored` or `scratch`.
 Result<ByteSpan> DecodeCheckedChunk(const Bytes& stored, const crypto::Digest& id,
-                                    uint32_t length, Bytes* scratch);
+                                    uint32_t length, Bytes* scratch,
+                                    const crypto::CryptConfig* crypt);
 
 }  // namespace cairn::restore

@@ -520,7 +520,7 @@ Status TreeRestorer::RunBatch(const std::vector<Item>& items) {
       [&](size_t k, Bytes& data) -> Status {
         const Item& item = items[k];
         thread_local Bytes scratch;
-        auto plain = DecodeCheckedChunk(data, item.id, item.length, &scratch);
+        auto plain = DecodeCheckedChunk(data, item.id, item.length, &scratch, reader_.crypt());
         if (!plain.ok()) {
           return plain.status().WithContext(
               fmt::format("file {}", batch_[item.uses[0].file].entry.path));

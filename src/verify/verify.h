@@ -121,6 +121,9 @@ struct SnapshotResult {
   bool ok = true;
   bool complete = true;  // false: a slice left some of its chunks for later
   bool vanished = false;  // removed while verify ran (internal: never in a report)
+  // False for an encrypted snapshot verified without its key: only the
+  // stored checksums were checked, not the content.
+  bool content_checked = true;
   uint64_t chunks = 0;   // chunk references checked
   uint64_t errors = 0;   // problems that touch this snapshot
 };
@@ -136,6 +139,10 @@ struct VerifyReport {
   int jobs_max = 0;
   uint64_t selected_bytes = 0;  // plaintext bytes of the distinct chunks selected
   uint64_t checked_chunks = 0;  // read and checked by this run
+  // Of those, chunks of encrypted snapshots whose key was not given: their
+  // stored checksum was checked, their content was not (and the ledger does
+  // not count them as verified).
+  uint64_t keyless_chunks = 0;
   uint64_t fresh_chunks = 0;    // skipped: ok in the ledger within outdated_after
   uint64_t fresh_bytes = 0;
   uint64_t resumed_chunks = 0;  // skipped: done by the interrupted run this one resumed

@@ -19,6 +19,12 @@ namespace {
 using cairn::Bytes;
 using cairn::ByteSpan;
 
+std::shared_ptr<const cairn::crypto::CryptConfig> FuzzKey() {
+  cairn::crypto::Key256 k;
+  k.fill(0x42);
+  return cairn::crypto::CryptConfig::FromMasterKey(k);
+}
+
 bool Write(const std::filesystem::path& dir, int n, ByteSpan data) {
   std::filesystem::create_directories(dir);
   std::ofstream f(dir / ("seed-" + std::to_string(n)), std::ios::binary | std::ios::trunc);
@@ -128,6 +134,12 @@ int main(int argc, char** argv) {
        {Bytes{}, Pattern(10, 1), Bytes(text.begin(), text.end()), Pattern(300, 2)}) {
     auto stored = cairn::blob::Encode(plain);
     ok = ok && stored.ok() && Write(blob_dir, n++, *stored);
+    // Encrypted with blob_fuzz's fixed key (0x42 × 32), so the fuzzer starts
+    // from blobs that authenticate.
+    cairn::blob::EncodeOptions encrypted;
+    encrypted.crypt = FuzzKey().get();
+    stored = cairn::blob::Encode(plain, encrypted);
+    ok = ok && stored.ok() && Write(blob_dir, n++, *stored);
   }
 
   // Fixed indexes: empty image, one short chunk, three chunks and a tail.
@@ -159,6 +171,7 @@ int main(int argc, char** argv) {
   ok = ok && Write(man_dir, n++, cairn::AsBytes(json_full));
   auto stored = cairn::index::EncodeManifest(m);
   ok = ok && stored.ok() && Write(man_dir, n++, *stored);
+  ok = ok && Write(man_dir, n++, cairn::AsBytes(cairn::index::ManifestToJson(m, FuzzKey().get())));
 
   ok = WriteDynamicIndexSeeds(out, n) && ok;
   ok = WriteTreeSeeds(out, n) && ok;

@@ -245,6 +245,12 @@ void Run(Context& ctx, const RestoreArgs& args) {
     return restore::RunRestore(**store, request);
   }();
   if (!report.ok()) return Fail(ctx, report.status());
+  if ((*store)->key() != nullptr && !report->encrypted) {
+    ctx.logger->Warn(
+        "snapshot {} is not encrypted: your key does not vouch for its content (anyone who can "
+        "write to the datastore could have changed it)",
+        report->snapshot.ToString());
+  }
   bool to_stdout = request.target == "-" && !request.rehearse;
   if (ctx.json && !to_stdout) return PrintJsonReport(*report, request);
   // With the data on stdout, the summary goes to stderr.

@@ -214,8 +214,14 @@ Result<Bytes> EncodeManifest(const Manifest& m, const crypto::CryptConfig* crypt
 }
 
 Result<Manifest> DecodeManifest(ByteSpan stored) {
-  CAIRN_ASSIGN_OR_RETURN(Bytes json_bytes, blob::Decode(stored));
-  return ManifestFromJson(AsStringView(json_bytes));
+  auto json_bytes = blob::Decode(stored);
+  if (!json_bytes.ok()) {
+    if (json_bytes.status().code() == StatusCode::kFailedPrecondition) {
+      return DataLossError("manifest blob is encrypted; manifests never are");
+    }
+    return json_bytes.status();
+  }
+  return ManifestFromJson(AsStringView(*json_bytes));
 }
 
 }  // namespace cairn::index

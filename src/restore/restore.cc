@@ -101,9 +101,11 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
   CAIRN_ASSIGN_OR_RETURN(datastore::SnapshotRef snap, store.Resolve(request.snapshot));
   // Held to the end: forget and prune leave a snapshot being restored alone.
   CAIRN_ASSIGN_OR_RETURN(auto snapshot_lock, store.LockSnapshotShared(snap));
-  RestoreReport report{snap, {}, 0};
+  RestoreReport report;
+  report.snapshot = snap;
   CAIRN_ASSIGN_OR_RETURN(index::Manifest manifest, store.ReadManifest(snap));
   CAIRN_ASSIGN_OR_RETURN(const crypto::CryptConfig* crypt, store.CryptFor(manifest));
+  report.encrypted = crypt != nullptr;
 
   // What to restore where.
   std::vector<const index::ArchiveEntry*> entries;

@@ -49,6 +49,7 @@ struct ArchiveResult {
 
 struct RestoreReport {
   datastore::SnapshotRef snapshot;
+  bool encrypted = false;  // the snapshot was encrypted (and its signature checked)
   std::vector<ArchiveResult> archives;  // in manifest order
   double seconds = 0;
 };

@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
   const auto blob_dir = out / "blob_fuzz";
   std::string text(600, 'a');
   for (size_t i = 0; i < text.size(); ++i) text[i] = "cairn blob "[i % 11];
+  const auto key = FuzzKey();
   for (const Bytes& plain :
        {Bytes{}, Pattern(10, 1), Bytes(text.begin(), text.end()), Pattern(300, 2)}) {
     auto stored = cairn::blob::Encode(plain);
@@ -137,7 +138,7 @@ int main(int argc, char** argv) {
     // Encrypted with blob_fuzz's fixed key (0x42 × 32), so the fuzzer starts
     // from blobs that authenticate.
     cairn::blob::EncodeOptions encrypted;
-    encrypted.crypt = FuzzKey().get();
+    encrypted.crypt = key.get();
     stored = cairn::blob::Encode(plain, encrypted);
     ok = ok && stored.ok() && Write(blob_dir, n++, *stored);
   }
@@ -171,7 +172,7 @@ int main(int argc, char** argv) {
   ok = ok && Write(man_dir, n++, cairn::AsBytes(json_full));
   auto stored = cairn::index::EncodeManifest(m);
   ok = ok && stored.ok() && Write(man_dir, n++, *stored);
-  ok = ok && Write(man_dir, n++, cairn::AsBytes(cairn::index::ManifestToJson(m, FuzzKey().get())));
+  ok = ok && Write(man_dir, n++, cairn::AsBytes(cairn::index::ManifestToJson(m, key.get())));
 
   ok = WriteDynamicIndexSeeds(out, n) && ok;
   ok = WriteTreeSeeds(out, n) && ok;

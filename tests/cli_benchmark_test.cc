@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,8 +16,13 @@
 namespace cairn::cli_test {
 namespace {
 
-const std::vector<std::string> kCpuRows = {"tls",        "sha256", "compress", "decompress",
-                                           "aes256_gcm", "verify", "crc32c",   "chunker"};
+const std::vector<std::string> kCpuRows = {
+    "tls",        "sha256",   "hmac_sha256",        "compress",         "compress_encrypted",
+    "decompress", "aes256_gcm", "aes256_gcm_decrypt", "verify",         "verify_encrypted",
+    "crc32c",     "chunker"};
+// The rows of client-side encryption (issue 7), each beside its plain sibling.
+const std::vector<std::string> kCryptRows = {"hmac_sha256", "compress_encrypted", "aes256_gcm",
+                                             "aes256_gcm_decrypt", "verify_encrypted"};
 const std::vector<std::string> kStoreRows = {"chunk_insert", "chunk_read", "restore_rehearsal"};
 
 std::vector<std::string> RowNames(const nlohmann::json& j) {
@@ -81,8 +88,16 @@ TEST_F(BenchmarkTest, JsonHasEveryRow) {
   for (const char* name : {"tls", "sha256", "compress", "decompress", "aes256_gcm", "verify"}) {
     EXPECT_TRUE(Row(j, name)["pbs_reference_mb_s"].is_number()) << name;
   }
-  for (const char* name : {"crc32c", "chunker"}) {
+  for (const char* name : {"hmac_sha256", "compress_encrypted", "aes256_gcm_decrypt",
+                           "verify_encrypted", "crc32c", "chunker"}) {
     EXPECT_TRUE(Row(j, name)["pbs_reference_mb_s"].is_null()) << name;
+  }
+  // PBS's aes256_gcm reference (../shared/prior-art/pbs.md §10).
+  EXPECT_DOUBLE_EQ(Row(j, "aes256_gcm")["pbs_reference_mb_s"].get<double>(), 3645);
+  // Every encryption row is measured, on one core and on all.
+  for (const std::string& name : kCryptRows) {
+    ExpectPositive(Row(j, name));
+    EXPECT_FALSE(Row(j, name)["what"].get<std::string>().empty()) << name;
   }
 }
 
@@ -95,6 +110,13 @@ TEST_F(BenchmarkTest, TableNamesEveryRowAndTheUnit) {
   EXPECT_NE(r.out.find("10^6 bytes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("PBS (1 core)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("n/a (no server yet)"), std::string::npos) << r.out;
+  // The encrypted decode row follows the plain one, as restore with and
+  // without a key would be read side by side.
+  size_t plain = r.out.find("\nverify ");
+  size_t encrypted = r.out.find("\nverify_encrypted ");
+  ASSERT_NE(encrypted, std::string::npos) << r.out;
+  EXPECT_LT(plain, encrypted) << r.out;
+  EXPECT_NE(r.out.find("AES-256-GCM decrypt"), std::string::npos) << r.out;  // the footer
 }
 
 TEST_F(BenchmarkTest, RepoRowsLeaveTheDatastoreAsItWas) {
@@ -138,6 +160,72 @@ TEST_F(BenchmarkTest, EmptyRepoReadsItsOwnScratchChunks) {
   EXPECT_TRUE(rehearsal["per_core_mb_s"].is_null());
   EXPECT_NE(rehearsal["note"].get<std::string>().find("no image snapshot"), std::string::npos);
   EXPECT_EQ(TreeOf(store()), before);
+}
+
+// With a key, -r reads and rehearses encrypted snapshots (AES-256-GCM
+// decrypt and HMAC-SHA256 ids); without it they are skipped, the notes say
+// so, and the plain snapshots are still measured.
+TEST_F(BenchmarkTest, EncryptedSnapshotsAreMeasuredWithTheirKey) {
+  // The developer's shell must not leak a key or passphrase into cairn.
+  std::map<std::string, std::string> saved;
+  for (const char* name : {"CAIRN_KEYFILE", "CAIRN_PASSPHRASE", "CAIRN_PASSPHRASE_FILE"}) {
+    if (const char* v = std::getenv(name)) saved[name] = v;
+    ::unsetenv(name);
+  }
+  RunOptions keyed;
+  keyed.env = {"CAIRN_PASSPHRASE=bench pass", "CAIRN_TEST_WEAK_KDF=1"};
+  const std::string key = Path("key.json");
+  RunResult created = Cairn({"key", "create", key}, keyed);
+  ASSERT_EQ(created.exit_code, kExitOk) << created.Describe();
+
+  ImageWriter(Path("d0.raw"), 3 * kChunk + 4096, 62)
+      .Random(0, kChunk)
+      .Text(kChunk, kChunk)  // chunk 2 is a hole
+      .Text(3 * kChunk, 4096);
+  Backup("vm/100", 1, {"disk0.img=" + Path("d0.raw")});
+  RunResult enc = OnStore("backup",
+                          {"--id", "vm/200", "--time", SnapTime(2), "--keyfile", key,
+                           "disk0.img=" + Path("d0.raw")},
+                          keyed);
+  ASSERT_EQ(enc.exit_code, kExitOk) << enc.Describe();
+  const std::vector<std::string> before = TreeOf(store());
+
+  // No key: the newer encrypted snapshot is skipped, the plain one measured.
+  RunResult r = OnStore("benchmark", {"--seconds", "0.02", "--json"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  ExpectPositive(Row(j, "chunk_read"));
+  ExpectPositive(Row(j, "restore_rehearsal"));
+  std::string read_note = Row(j, "chunk_read")["note"].get<std::string>();
+  EXPECT_NE(read_note.find("1 encrypted snapshots skipped"), std::string::npos) << read_note;
+  EXPECT_NE(read_note.find("--keyfile"), std::string::npos) << read_note;
+  std::string rehearsal_note = Row(j, "restore_rehearsal")["note"].get<std::string>();
+  EXPECT_NE(rehearsal_note.find(Snap("vm/100", 1)), std::string::npos) << rehearsal_note;
+  EXPECT_NE(rehearsal_note.find("skipped"), std::string::npos) << rehearsal_note;
+
+  // With the key: the encrypted chunks are read and the newest image, the
+  // encrypted one, is rehearsed.
+  r = OnStore("benchmark", {"--seconds", "0.02", "--json", "--keyfile", key}, keyed);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  j = ParseJson(r.out);
+  ExpectPositive(Row(j, "chunk_read"));
+  ExpectPositive(Row(j, "restore_rehearsal"));
+  read_note = Row(j, "chunk_read")["note"].get<std::string>();
+  EXPECT_NE(read_note.find(" encrypted)"), std::string::npos) << read_note;
+  EXPECT_EQ(read_note.find("skipped"), std::string::npos) << read_note;
+  rehearsal_note = Row(j, "restore_rehearsal")["note"].get<std::string>();
+  EXPECT_NE(rehearsal_note.find(Snap("vm/200", 2)), std::string::npos) << rehearsal_note;
+  EXPECT_NE(rehearsal_note.find(", encrypted"), std::string::npos) << rehearsal_note;
+
+  // A wrong passphrase fails before measuring anything.
+  RunOptions wrong;
+  wrong.env = {"CAIRN_PASSPHRASE=not it"};
+  r = OnStore("benchmark", {"--seconds", "0.02", "--json", "--keyfile", key}, wrong);
+  EXPECT_NE(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(r.out, "");
+
+  EXPECT_EQ(TreeOf(store()), before);
+  for (const auto& [name, value] : saved) ::setenv(name.c_str(), value.c_str(), 1);
 }
 
 TEST_F(BenchmarkTest, BadRepoIsAClearError) {

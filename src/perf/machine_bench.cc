@@ -1,7 +1,6 @@
 #include "perf/machine_bench.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -213,25 +212,6 @@ struct ChunkerState {
   index::Chunker chunker;
 };
 
-// An EVP context for AES-256-GCM (AES-NI and VAES where the CPU has them).
-struct AesState {
-  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-  EVP_CIPHER* cipher = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
-  Bytes out;
-  std::array<uint8_t, 32> key{};
-  uint64_t nonce = 0;
-  AesState() {
-    Rng rng(0x6165732d6b6579);  // a fixed key: the speed does not depend on it
-    rng.Fill(key);
-  }
-  ~AesState() {
-    EVP_CIPHER_free(cipher);
-    EVP_CIPHER_CTX_free(ctx);
-  }
-  AesState(const AesState&) = delete;
-  AesState& operator=(const AesState&) = delete;
-};
-
 Status CheckLength(size_t got, size_t want, const crypto::Digest& id) {
   if (got == want) return Status::Ok();
   return DataLossError(
@@ -255,29 +235,90 @@ Result<uint64_t> DecompressStep(const BenchData& d, ScratchState& s, size_t i) {
   return plain.size();
 }
 
-// A whole chunk with a fresh nonce and the tag, as encrypted chunks will be.
-Result<uint64_t> AesStep(const BenchData& d, AesState& s, size_t i) {
+// The keyed chunk id an encrypted backup computes for every chunk (and
+// restore and verify for every fetched one).
+Result<uint64_t> HmacStep(const BenchData& d, NoState&, size_t i) {
+  if (d.crypt->ChunkId(d.chunks[i]) != d.enc_ids[i]) {
+    return InternalError("HMAC-SHA256 is not stable");
+  }
+  return d.chunks[i].size();
+}
+
+// What an encrypted backup does with a new chunk: blob::EncodeInto with the
+// key (zstd level 1 or raw, AES-256-GCM with a fresh nonce, CRC32C).
+Result<uint64_t> CompressEncryptedStep(const BenchData& d, ScratchState& s, size_t i) {
+  CAIRN_RETURN_IF_ERROR(blob::EncodeInto(d.chunks[i], {.crypt = d.crypt.get()}, &s.scratch));
+  return d.chunks[i].size();
+}
+
+// AES-256-GCM alone, as CryptConfig runs it for every encrypted blob (one
+// EVP context per thread, key set per call, a fresh random nonce, 28 bytes
+// of associated data like a blob header's), over whole plaintext chunks.
+struct AesState {
+  Bytes out;
+  std::array<uint8_t, 28> aad{};
+  std::array<uint8_t, crypto::kGcmNonceSize> nonce{};
+  std::array<uint8_t, crypto::kGcmTagSize> tag{};
+};
+
+Result<uint64_t> AesEncryptStep(const BenchData& d, AesState& s, size_t i) {
   ByteSpan plain = d.chunks[i];
-  std::array<uint8_t, 12> iv{};
-  ++s.nonce;
-  std::memcpy(iv.data(), &s.nonce, sizeof(s.nonce));
-  s.out.resize(plain.size() + 16);
-  int n = 0;
-  int tail = 0;
-  bool ok = s.ctx != nullptr && s.cipher != nullptr &&
-            EVP_EncryptInit_ex2(s.ctx, s.cipher, s.key.data(), iv.data(), nullptr) == 1 &&
-            EVP_EncryptUpdate(s.ctx, s.out.data(), &n, plain.data(),
-                              static_cast<int>(plain.size())) == 1 &&
-            EVP_EncryptFinal_ex(s.ctx, s.out.data() + n, &tail) == 1 &&
-            EVP_CIPHER_CTX_ctrl(s.ctx, EVP_CTRL_GCM_GET_TAG, 16, s.out.data() + n + tail) == 1;
-  if (!ok) return InternalError("OpenSSL AES-256-GCM encryption failed");
+  s.out.resize(plain.size());
+  d.crypt->Encrypt(s.aad, plain, s.out.data(), s.nonce, s.tag);
   return plain.size();
+}
+
+// Each chunk encrypted whole (not compressed first), so the decrypt row
+// moves as many bytes through AES-GCM as the encrypt row.
+struct Sealed {
+  std::vector<Bytes> ciphertext;
+  std::vector<std::array<uint8_t, crypto::kGcmNonceSize>> nonces;
+  std::vector<std::array<uint8_t, crypto::kGcmTagSize>> tags;
+};
+
+Sealed SealChunks(const BenchData& d) {
+  Sealed sealed;
+  const std::array<uint8_t, 28> aad{};
+  for (const Bytes& chunk : d.chunks) {
+    sealed.ciphertext.emplace_back(chunk.size());
+    sealed.nonces.emplace_back();
+    sealed.tags.emplace_back();
+    d.crypt->Encrypt(aad, chunk, sealed.ciphertext.back().data(), sealed.nonces.back(),
+                     sealed.tags.back());
+  }
+  return sealed;
+}
+
+WorkFactory AesDecryptWork(const BenchData& d, const Sealed& sealed) {
+  return [&d, &sealed](int index) -> Result<WorkFn> {
+    auto out = std::make_shared<Bytes>();
+    size_t next = static_cast<size_t>(index) % sealed.ciphertext.size();
+    return WorkFn([&d, &sealed, out, next]() mutable -> Result<uint64_t> {
+      size_t i = next;
+      next = (next + 1) % sealed.ciphertext.size();
+      const Bytes& c = sealed.ciphertext[i];
+      out->resize(c.size());
+      const std::array<uint8_t, 28> aad{};
+      CAIRN_RETURN_IF_ERROR(d.crypt->Decrypt(aad, c, sealed.nonces[i], sealed.tags[i], out->data()));
+      return c.size();
+    });
+  };
 }
 
 // The check restore and verify run on every fetched chunk.
 Result<uint64_t> VerifyStep(const BenchData& d, ScratchState& s, size_t i) {
   CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, blob::DecodeChunkView(d.stored[i], d.ids[i], &s.scratch));
   CAIRN_RETURN_IF_ERROR(CheckLength(plain.size(), d.chunks[i].size(), d.ids[i]));
+  return plain.size();
+}
+
+// The same with the key, as restore and verify of an encrypted snapshot:
+// CRC32C, AES-256-GCM decrypt (tag check), decompress, HMAC-SHA256 id
+// compare.
+Result<uint64_t> VerifyEncryptedStep(const BenchData& d, ScratchState& s, size_t i) {
+  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, blob::DecodeChunkView(d.enc_stored[i], d.enc_ids[i],
+                                                               &s.scratch, d.crypt.get()));
+  CAIRN_RETURN_IF_ERROR(CheckLength(plain.size(), d.chunks[i].size(), d.enc_ids[i]));
   return plain.size();
 }
 
@@ -314,18 +355,31 @@ Status MeasureCpuRows(const MachineBenchOptions& options, int threads, const Ben
     WorkFactory work;
     const char* note = "";
   };
+  const Sealed sealed = SealChunks(data);  // for aes256_gcm_decrypt
   const Stage stages[] = {
       {"sha256", "SHA-256 of a 4 MiB chunk (its id)", kPbsSha256,
        OverChunks<NoState>(data, Sha256Step)},
+      {"hmac_sha256", "HMAC-SHA256 of a 4 MiB chunk (its id in an encrypted snapshot)",
+       std::nullopt, OverChunks<NoState>(data, HmacStep)},
       {"compress",
        "blob encode as backup does: zstd level 1 (raw when it does not shrink) + CRC32C",
        kPbsCompress, OverChunks<ScratchState>(data, CompressStep)},
+      {"compress_encrypted",
+       "blob encode as an encrypted backup does: zstd level 1 (or raw) + AES-256-GCM + CRC32C",
+       std::nullopt, OverChunks<ScratchState>(data, CompressEncryptedStep)},
       {"decompress", "blob decode: CRC32C + zstd decompress (raw blobs: CRC32C only)",
        kPbsDecompress, OverChunks<ScratchState>(data, DecompressStep)},
-      {"aes256_gcm", "AES-256-GCM encryption of a 4 MiB chunk (OpenSSL EVP)", kPbsAes,
-       OverChunks<AesState>(data, AesStep), "cost cairn will pay once encryption lands"},
+      {"aes256_gcm", "AES-256-GCM encryption of a 4 MiB chunk (OpenSSL EVP, as blobs use it)",
+       kPbsAes, OverChunks<AesState>(data, AesEncryptStep)},
+      {"aes256_gcm_decrypt",
+       "AES-256-GCM decryption + tag check of a 4 MiB chunk (OpenSSL EVP, as blobs use it)",
+       std::nullopt, AesDecryptWork(data, sealed), "PBS measures encryption only"},
       {"verify", "full chunk check of restore and verify: CRC32C + decompress + SHA-256 compare",
        kPbsVerify, OverChunks<ScratchState>(data, VerifyStep)},
+      {"verify_encrypted",
+       "the same with the key (encrypted snapshots): CRC32C + AES-256-GCM decrypt + decompress "
+       "+ HMAC-SHA256 compare",
+       std::nullopt, OverChunks<ScratchState>(data, VerifyEncryptedStep)},
       {"crc32c", "CRC32C of a 4 MiB chunk (every stored byte)", std::nullopt,
        OverChunks<NoState>(data, Crc32cStep)},
       {"chunker", "FastCDC cut search (tree backups; 512 KiB/2 MiB/8 MiB)", std::nullopt,
@@ -419,37 +473,65 @@ class ScratchStore {
 struct SampleChunk {
   crypto::Digest id;
   uint32_t length = 0;
+  const crypto::CryptConfig* crypt = nullptr;  // the key of its snapshot; null: plain
 };
+
+struct RepoSample {
+  std::vector<SampleChunk> chunks;
+  size_t encrypted = 0;          // chunks of encrypted snapshots
+  size_t skipped_snapshots = 0;  // encrypted without the key given (or with another)
+};
+
+// The key a snapshot's chunks decode with (Datastore::CryptFor); nullopt for
+// an encrypted snapshot this run has no key for (it is skipped).
+Result<std::optional<const crypto::CryptConfig*>> KeyFor(const datastore::Datastore& store,
+                                                         const index::Manifest& manifest) {
+  auto crypt = store.CryptFor(manifest);
+  if (crypt.ok()) return std::optional<const crypto::CryptConfig*>(*crypt);
+  if (crypt.status().code() == StatusCode::kFailedPrecondition) {
+    return std::optional<const crypto::CryptConfig*>();
+  }
+  return crypt.status();
+}
 
 // Up to `max` distinct chunks of the newest snapshots (newest first),
 // without the all-zero chunks restore never fetches. A snapshot removed
-// meanwhile is skipped.
-Result<std::vector<SampleChunk>> SampleRepoChunks(const datastore::Datastore& store, size_t max) {
+// meanwhile is skipped, and so is an encrypted one without its key.
+Result<RepoSample> SampleRepoChunks(const datastore::Datastore& store, size_t max) {
   CAIRN_ASSIGN_OR_RETURN(std::vector<datastore::SnapshotRef> snaps, store.ListAllSnapshots());
   std::stable_sort(snaps.begin(), snaps.end(),
                    [](const auto& a, const auto& b) { return a.time > b.time; });
-  std::vector<SampleChunk> out;
+  RepoSample out;
   std::set<crypto::Digest> seen;
-  auto add = [&](const crypto::Digest& id, uint32_t length) {
-    if (out.size() < max && seen.insert(id).second) out.push_back({id, length});
+  auto add = [&](const crypto::Digest& id, uint32_t length, const crypto::CryptConfig* crypt) {
+    if (out.chunks.size() < max && seen.insert(id).second) {
+      out.chunks.push_back({id, length, crypt});
+      out.encrypted += crypt != nullptr ? 1 : 0;
+    }
   };
-  const crypto::Digest zero = index::ZeroChunkDigest(index::kDefaultChunkSize);
   for (const auto& snap : snaps) {
-    if (out.size() >= max) break;
+    if (out.chunks.size() >= max) break;
     auto manifest = store.ReadManifest(snap);
     if (!manifest.ok() && manifest.status().code() == StatusCode::kNotFound) continue;
     if (!manifest.ok()) return manifest.status();
+    CAIRN_ASSIGN_OR_RETURN(auto key, KeyFor(store, *manifest));
+    if (!key) {
+      ++out.skipped_snapshots;
+      continue;
+    }
+    const crypto::CryptConfig* crypt = *key;
     for (const auto& entry : manifest->archives) {
       if (entry.kind == index::ArchiveKind::kImage) {
         CAIRN_ASSIGN_OR_RETURN(index::FixedIndex idx, store.ReadImageIndex(snap, entry));
+        const crypto::Digest zero = index::ZeroChunkDigest(idx.chunk_size(), crypt);
         for (size_t i = 0; i < idx.chunk_count(); ++i) {
-          if (idx.digest(i) != zero) add(idx.digest(i), idx.ChunkLength(i));
+          if (idx.digest(i) != zero) add(idx.digest(i), idx.ChunkLength(i), crypt);
         }
       } else if (entry.kind == index::ArchiveKind::kTree) {
         CAIRN_ASSIGN_OR_RETURN(auto idx, store.ReadTreeIndexes(snap, entry));
         for (const auto* stream : {&idx.meta, &idx.data}) {
           for (size_t i = 0; i < stream->chunk_count(); ++i) {
-            add(stream->digest(i), static_cast<uint32_t>(stream->ChunkLength(i)));
+            add(stream->digest(i), static_cast<uint32_t>(stream->ChunkLength(i)), crypt);
           }
         }
       }
@@ -488,8 +570,8 @@ WorkFactory ReadWork(const std::vector<SampleChunk>& sample, store::ChunkSource&
       const SampleChunk& c = sample[next];
       next = (next + 1) % sample.size();
       CAIRN_RETURN_IF_ERROR(source.ReadInto(c.id, &buffers->first));
-      CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
-                             blob::DecodeChunkView(buffers->first, c.id, &buffers->second));
+      CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, blob::DecodeChunkView(buffers->first, c.id,
+                                                                   &buffers->second, c.crypt));
       CAIRN_RETURN_IF_ERROR(CheckLength(plain.size(), c.length, c.id));
       return plain.size();
     });
@@ -526,17 +608,26 @@ Status MeasureStoreRows(Env& env, const MachineBenchOptions& options, int thread
   rows->push_back(insert);
   if (options.on_row) options.on_row(rows->back());
 
-  CAIRN_ASSIGN_OR_RETURN(std::vector<SampleChunk> sample,
-                         SampleRepoChunks(store, kReadSampleChunks));
+  CAIRN_ASSIGN_OR_RETURN(RepoSample repo_sample, SampleRepoChunks(store, kReadSampleChunks));
+  std::vector<SampleChunk>& sample = repo_sample.chunks;
   store::ChunkSource* source = &store.chunks();
   BenchRow read;
   read.name = "chunk_read";
   read.what =
-      "read of a stored chunk from the datastore + full check (CRC32C, decompress, SHA-256)";
-  read.note = fmt::format("{} chunks of the newest snapshots; page cache warm unless dropped",
-                          sample.size());
+      "read of a stored chunk from the datastore + full check (CRC32C, decompress, SHA-256; "
+      "encrypted chunks: + AES-256-GCM decrypt, HMAC-SHA256 id)";
+  read.note = fmt::format("{} chunks of the newest snapshots{}; page cache warm unless dropped",
+                          sample.size(),
+                          repo_sample.encrypted == 0
+                              ? ""
+                              : fmt::format(" ({} encrypted)", repo_sample.encrypted));
+  const std::string skipped =
+      repo_sample.skipped_snapshots == 0
+          ? ""
+          : fmt::format("; {} encrypted snapshots skipped (no key for them: give --keyfile)",
+                        repo_sample.skipped_snapshots);
   if (sample.empty() && scratch == nullptr) {
-    read.note = "n/a (the datastore has no snapshots and no scratch store)";
+    read.note = "n/a (the datastore has no snapshots and no scratch store)" + skipped;
     rows->push_back(read);
     if (options.on_row) options.on_row(rows->back());
     return Status::Ok();
@@ -548,19 +639,26 @@ Status MeasureStoreRows(Env& env, const MachineBenchOptions& options, int thread
       sample.push_back({data.ids[i], static_cast<uint32_t>(data.chunks[i].size())});
     }
     source = &scratch->chunks();
-    read.note = fmt::format(
-        "{} chunks written to the scratch store (the datastore has no snapshots)", sample.size());
+    read.note = fmt::format("{} chunks written to the scratch store (the datastore has no {})",
+                            sample.size(),
+                            repo_sample.skipped_snapshots == 0 ? "snapshots"
+                                                               : "snapshots this run can read");
   }
+  read.note += skipped;
   return MeasureRow(options, threads, read, ReadWork(sample, *source), 0, rows)
       .WithContext("chunk read benchmark (cairn verify checks the whole datastore)");
 }
 
-// The newest snapshot with an image archive, and that archive.
+// The newest snapshot with an image archive that this run can read, that
+// archive and its key; `skipped` counts the newer encrypted ones without
+// their key.
 struct ImageChoice {
   datastore::SnapshotRef snap;
   index::ArchiveEntry entry;
+  const crypto::CryptConfig* crypt = nullptr;
 };
-Result<std::optional<ImageChoice>> NewestImage(const datastore::Datastore& store) {
+Result<std::optional<ImageChoice>> NewestImage(const datastore::Datastore& store,
+                                               size_t* skipped) {
   CAIRN_ASSIGN_OR_RETURN(std::vector<datastore::SnapshotRef> snaps, store.ListAllSnapshots());
   std::stable_sort(snaps.begin(), snaps.end(),
                    [](const auto& a, const auto& b) { return a.time > b.time; });
@@ -569,9 +667,13 @@ Result<std::optional<ImageChoice>> NewestImage(const datastore::Datastore& store
     if (!manifest.ok() && manifest.status().code() == StatusCode::kNotFound) continue;
     if (!manifest.ok()) return manifest.status();
     for (const auto& entry : manifest->archives) {
-      if (entry.kind == index::ArchiveKind::kImage) {
-        return std::optional<ImageChoice>(ImageChoice{snap, entry});
+      if (entry.kind != index::ArchiveKind::kImage) continue;
+      CAIRN_ASSIGN_OR_RETURN(auto key, KeyFor(store, *manifest));
+      if (!key) {
+        ++*skipped;
+        break;
       }
+      return std::optional<ImageChoice>(ImageChoice{snap, entry, *key});
     }
   }
   return std::optional<ImageChoice>();
@@ -579,8 +681,9 @@ Result<std::optional<ImageChoice>> NewestImage(const datastore::Datastore& store
 
 // The first chunks of `idx` that hold at least `budget` non-zero bytes (or
 // all of it): a rehearsal of a 500 GB image must not take an hour.
-index::FixedIndex IndexPrefix(const index::FixedIndex& idx, uint64_t budget) {
-  const crypto::Digest zero = index::ZeroChunkDigest(idx.chunk_size());
+index::FixedIndex IndexPrefix(const index::FixedIndex& idx, uint64_t budget,
+                              const crypto::CryptConfig* crypt) {
+  const crypto::Digest zero = index::ZeroChunkDigest(idx.chunk_size(), crypt);
   uint64_t data_bytes = 0;
   size_t k = 0;
   while (k < idx.chunk_count() && data_bytes < budget) {
@@ -603,17 +706,27 @@ Status MeasureRehearsal(Env& env, const MachineBenchOptions& options, int thread
   row.what =
       "restore --rehearse: the restore pipeline (reads in flight, decode, check), image bytes "
       "per second, zero chunks skipped as restore skips them";
-  CAIRN_ASSIGN_OR_RETURN(std::optional<ImageChoice> choice, NewestImage(store));
+  size_t skipped = 0;
+  CAIRN_ASSIGN_OR_RETURN(std::optional<ImageChoice> choice, NewestImage(store, &skipped));
+  const std::string skipped_note =
+      skipped == 0 ? ""
+                   : fmt::format("; {}{} encrypted image snapshots skipped (no key for them: "
+                                 "give --keyfile)",
+                                 skipped, choice ? " newer" : "");
   if (!choice) {
-    row.note = "n/a (no image snapshot in the datastore)";
+    row.note = (skipped == 0 ? "n/a (no image snapshot in the datastore)"
+                             : "n/a (no image snapshot this run has the key for)") +
+               skipped_note;
   } else {
     // Held like a restore holds it, so prune cannot remove it meanwhile.
     CAIRN_ASSIGN_OR_RETURN(auto lock, store.LockSnapshotShared(choice->snap));
     CAIRN_ASSIGN_OR_RETURN(index::FixedIndex idx,
                            store.ReadImageIndex(choice->snap, choice->entry));
+    // Sized by the chunk check of its kind, plain or encrypted.
+    const std::string check = choice->crypt != nullptr ? "verify_encrypted" : "verify";
     double verify_one = 0, verify_all = 0;
     for (const BenchRow& r : *rows) {
-      if (r.name == "verify") {
+      if (r.name == check) {
         verify_one = r.per_core_mb_s.value_or(0);
         verify_all = r.all_cores_mb_s.value_or(0);
       }
@@ -623,11 +736,12 @@ Status MeasureRehearsal(Env& env, const MachineBenchOptions& options, int thread
       double mb_s = pass == 0 ? verify_one : verify_all;
       uint64_t budget = std::max<uint64_t>(static_cast<uint64_t>(mb_s * 1e6 * options.seconds),
                                            uint64_t{4} * idx.chunk_size());
-      index::FixedIndex prefix = IndexPrefix(idx, budget);
+      index::FixedIndex prefix = IndexPrefix(idx, budget, choice->crypt);
       largest = std::max(largest, prefix.image_size());
       restore::ImageRestoreOptions ro;
       ro.rehearse = true;
       ro.cpu_workers = pass == 0 ? 1 : threads;
+      ro.crypt = choice->crypt;
       std::vector<restore::ImageRestoreStats> stats;
       const restore::ImageTarget target{&prefix, ""};
       CAIRN_RETURN_IF_ERROR(
@@ -638,9 +752,11 @@ Status MeasureRehearsal(Env& env, const MachineBenchOptions& options, int thread
           stats[0].seconds > 0 ? static_cast<double>(stats[0].bytes) / 1e6 / stats[0].seconds : 0;
       (pass == 0 ? row.per_core_mb_s : row.all_cores_mb_s) = mb;
     }
-    row.note = fmt::format("{} of {} ({} of {})", choice->entry.name, choice->snap.ToString(),
+    row.note = fmt::format("{} of {} ({} of {}{}){}", choice->entry.name,
+                           choice->snap.ToString(),
                            largest == idx.image_size() ? "all" : "first " + HumanBytes(largest),
-                           HumanBytes(idx.image_size()));
+                           HumanBytes(idx.image_size()),
+                           choice->crypt != nullptr ? ", encrypted" : "", skipped_note);
   }
   rows->push_back(row);
   if (options.on_row) options.on_row(rows->back());
@@ -725,6 +841,16 @@ Result<BenchData> MakeBenchData(uint64_t seed, uint64_t stream_bytes) {
     data.plain_bytes += chunk.size();
     data.stored_bytes += stored.size();
     data.stored.push_back(std::move(stored));
+  }
+  // A fixed key: the same bytes cost the same under any key.
+  crypto::Key256 master;
+  Rng(0x6165732d6b6579).Fill(master);
+  data.crypt = crypto::CryptConfig::FromMasterKey(master);
+  for (const Bytes& chunk : data.chunks) {
+    data.enc_ids.push_back(data.crypt->ChunkId(chunk));
+    CAIRN_ASSIGN_OR_RETURN(Bytes stored, blob::Encode(chunk, {.crypt = data.crypt.get()}));
+    data.enc_stored_bytes += stored.size();
+    data.enc_stored.push_back(std::move(stored));
   }
   if (data.chunks.empty()) {
     return FailedPreconditionError(

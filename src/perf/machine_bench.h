@@ -10,7 +10,9 @@
 //      cut into 4 MiB chunks like an image backup; all-zero chunks are left
 //      out, because backup and restore never hash, compress or fetch them.
 //      Each chunk is also encoded as backup stores it (zstd level 1, raw
-//      when that does not shrink it) for the decode rows.
+//      when that does not shrink it) for the decode rows, and as an
+//      encrypted snapshot stores it (the same, then AES-256-GCM, under a
+//      fixed benchmark key, with its HMAC-SHA256 id) for the encrypted rows.
 //   2. Each stage runs in MeasureRate: T threads, each with its own state
 //      and output buffers, walk the shared read-only chunks from different
 //      starting points for about `seconds`; the rate is chunk plaintext
@@ -21,7 +23,9 @@
 //      afterwards, also on error), reads with the full check of a sample of
 //      the chunks of the newest snapshots, and restore rehearsals
 //      (restore/image_restore.h, `rehearse`) of the start of the newest
-//      image archive.
+//      image archive. Encrypted snapshots are read with the datastore's key
+//      (Datastore::SetKey; the reads then decrypt and check keyed ids);
+//      those without it are skipped, and the row notes say how many.
 //
 // Thread safety: RunMachineBenchmark is called from one thread; it starts
 // and joins its own. The other functions are pure or thread-compatible.
@@ -29,6 +33,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -37,6 +42,7 @@
 #include "base/bytes.h"
 #include "base/env.h"
 #include "base/status.h"
+#include "crypto/crypt_config.h"
 #include "crypto/sha256.h"
 #include "datastore/datastore.h"
 
@@ -70,12 +76,19 @@ struct BenchData {
   std::vector<Bytes> chunks;        // plaintext, kBenchChunkSize (the last may be short)
   std::vector<Bytes> stored;        // each chunk as backup stores it (blob::Encode)
   std::vector<crypto::Digest> ids;  // SHA-256 of each chunk
+  // The same chunks as an encrypted snapshot stores them: a fixed benchmark
+  // key (the speed does not depend on it), each chunk's keyed id
+  // (HMAC-SHA256) and its blob (zstd level 1 or raw, then AES-256-GCM).
+  std::shared_ptr<const crypto::CryptConfig> crypt;
+  std::vector<Bytes> enc_stored;
+  std::vector<crypto::Digest> enc_ids;
   uint64_t seed = 0;
   uint64_t stream_bytes = 0;
   DataMix mix;                // of the whole stream, all-zero chunks included
   uint64_t zero_chunks = 0;   // all-zero chunks left out
   uint64_t plain_bytes = 0;   // of `chunks`
   uint64_t stored_bytes = 0;  // of `stored`
+  uint64_t enc_stored_bytes = 0;  // of `enc_stored`
 };
 
 // Generates the stream and cuts, filters and encodes it. FailedPrecondition
@@ -154,7 +167,7 @@ struct MachineBenchOptions {
   std::function<void(const BenchRow&)> on_row;
 };
 
-// Runs every measurement: about 2 × 7 × `seconds` without a datastore,
+// Runs every measurement: about 2 × 11 × `seconds` without a datastore,
 // plus 4 × `seconds` and two short rehearsals with one. Leaves nothing
 // behind in the datastore: the scratch store DATASTORE/.bench-tmp-PID is
 // removed on success and on error (and one left by a killed run is removed

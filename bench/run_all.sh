@@ -35,6 +35,8 @@
 #                    changed  bench/changed_bench.sh  second backup with 1 % changed
 #                                                     (image, tree), repository growth,
 #                                                     tree verify
+#                    crypt    bench/crypt_bench.sh    backup, restore, verify plain vs
+#                                                     encrypted (issue 7's 10 % target)
 #                    gc       bench/gc_bench.sh       gc, parallel vs one thread (the
 #                                                     retention work's script; its table
 #                                                     goes to DIR/gc/gc_bench.md)
@@ -81,7 +83,7 @@ while (($#)); do
   esac
 done
 [[ -z $rounds || $rounds =~ ^[1-9][0-9]*$ ]] || { echo "run_all: --rounds must be a positive number" >&2; exit 2; }
-all_steps=(limits image restore verify tree changed gc)
+all_steps=(limits image restore verify tree changed crypt gc)
 declare -A want=()
 IFS=, read -ra parts <<<"$only"
 for s in "${parts[@]}"; do
@@ -203,6 +205,9 @@ run_step tree bash bench/tree_bench.sh "${q[@]}" --rounds "$r_default" --files "
   --dir "$dir/tree" "${no_tools[@]}" "${tree_doc[@]}"
 run_step changed bash bench/changed_bench.sh "${q[@]}" --rounds "$r_default" --size "$size" --files "$files" \
   --tree-size "$tree_size" --image "$image" --tree "$tree" --dir "$dir/changed" "${no_tools[@]}"
+crypt_runs=5
+[[ $mode == quick ]] && crypt_runs=3
+run_step crypt bash bench/crypt_bench.sh --runs "$crypt_runs" --size "$size" --image "$image" --dir "$dir/crypt"
 # gc_bench.sh prints its table on stdout only: keep a copy beside its results.
 gc_step() {
   mkdir -p "$dir/gc"

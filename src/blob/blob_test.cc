@@ -412,6 +412,72 @@ TEST(BlobTest, PlainChunkInAnEncryptedSnapshotIsRejected) {
   EXPECT_EQ(ChunkId(plain, key.get()), key->ChunkId(plain));
 }
 
+// An encrypted, compressed blob around an arbitrary zstd payload, with a
+// valid tag and CRC: what only a holder of the key could write.
+Bytes SealEncrypted(const crypto::CryptConfig& key, uint32_t raw_size, ByteSpan compressed) {
+  Bytes b = Craft(1, 1, raw_size, compressed);
+  auto print = key.ShortFingerprint();
+  std::memcpy(b.data() + 48, print.data(), print.size());
+  Bytes aad(b.begin(), b.begin() + 20);
+  aad.insert(aad.end(), b.begin() + 48, b.begin() + 56);
+  key.Encrypt(aad, ByteSpan(b.data() + kHeaderSize, compressed.size()), b.data() + kHeaderSize,
+              std::span<uint8_t, crypto::kGcmNonceSize>(b.data() + kOffNonce, 12),
+              std::span<uint8_t, crypto::kGcmTagSize>(b.data() + 32, 16));
+  Reseal(b);
+  return b;
+}
+
+Bytes Zstd(ByteSpan plain) {
+  Bytes out(ZSTD_compressBound(plain.size()));
+  size_t n = ZSTD_compress(out.data(), out.size(), plain.data(), plain.size(), 1);
+  EXPECT_FALSE(ZSTD_isError(n));
+  out.resize(n);
+  return out;
+}
+
+TEST(BlobTest, EncryptedLargeBlobsDecodeAcrossDecryptPieces) {
+  auto key = TestKey(3);
+  // Several 128 KiB decrypt pieces, compressible and not, up to the limit.
+  for (size_t n : {size_t{128} << 10, (size_t{128} << 10) + 1, size_t{4} << 20, size_t{kMaxRawSize}}) {
+    Bytes plain = Compressible(n);
+    for (size_t i = 0; i < n; i += 4096) plain[i] = static_cast<uint8_t>(i >> 12);
+    Bytes stored = EncodeEncrypted(plain, *key);
+    ASSERT_EQ(Check(stored)->compression, Compression::kZstd) << n;
+    Bytes scratch;
+    auto view = DecodeChunkView(stored, key->ChunkId(plain), &scratch, key.get());
+    CAIRN_ASSERT_OK(view);
+    EXPECT_TRUE(std::equal(view->begin(), view->end(), plain.begin(), plain.end())) << n;
+    // The last piece tampered: caught by the tag even though zstd saw it.
+    Bytes t = stored;
+    t[t.size() - 2] ^= 0x10;
+    Reseal(t);
+    EXPECT_EQ(CodeOf(Decode(t, key.get())), StatusCode::kDataLoss) << n;
+  }
+}
+
+TEST(BlobTest, AuthenticatedButMalformedZstdIsDataLoss) {
+  auto key = TestKey(4);
+  Bytes plain = Compressible(300000);
+  Bytes frame = Zstd(plain);
+  // Sound: decodes.
+  auto good = Decode(SealEncrypted(*key, plain.size(), frame), key.get());
+  CAIRN_ASSERT_OK(good);
+  EXPECT_EQ(*good, plain);
+  // Truncated frame, trailing bytes, a header that claims less or more.
+  Bytes cut(frame.begin(), frame.end() - 7);
+  Bytes trailing = frame;
+  trailing.push_back(0);
+  for (const auto& [raw, payload] : std::vector<std::pair<uint32_t, Bytes>>{
+           {static_cast<uint32_t>(plain.size()), cut},
+           {static_cast<uint32_t>(plain.size()), trailing},
+           {static_cast<uint32_t>(plain.size() - 1), frame},
+           {static_cast<uint32_t>(plain.size() + 1), frame},
+           {static_cast<uint32_t>(plain.size()), test_util::RandomBytes(1000, 21)}}) {
+    auto r = Decode(SealEncrypted(*key, raw, payload), key.get());
+    EXPECT_EQ(CodeOf(r), StatusCode::kDataLoss) << raw << " " << payload.size();
+  }
+}
+
 TEST(BlobTest, EncodeIntoReusesTheBufferAndMatchesEncode) {
   Bytes buffer(1 << 20, 0xAA);  // larger, dirty: must be resized and overwritten
   for (const Bytes& plain : {Compressible(5000), test_util::RandomBytes(3000, 20), Bytes{}}) {

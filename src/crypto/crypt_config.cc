@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -124,6 +125,43 @@ void CryptConfig::Encrypt(ByteSpan aad, ByteSpan plaintext, uint8_t* out,
       EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kGcmTagSize, tag_out.data()) != 1) {
     std::abort();  // AES-GCM encryption cannot fail on valid arguments
   }
+}
+
+Status CryptConfig::DecryptPieces(ByteSpan aad, ByteSpan ciphertext,
+                                  std::span<const uint8_t, kGcmNonceSize> nonce,
+                                  std::span<const uint8_t, kGcmTagSize> tag, size_t piece,
+                                  const std::function<Status(ByteSpan)>& sink) const {
+  thread_local Bytes buffer;
+  piece = std::max<size_t>(piece, 16);
+  if (buffer.size() < piece) buffer.resize(piece);
+  EVP_CIPHER_CTX* ctx = ThreadCipherCtx();
+  int len = 0;
+  if (EVP_DecryptInit_ex2(ctx, Aes256Gcm(), enc_key_.data(), nonce.data(), nullptr) != 1 ||
+      (!aad.empty() &&
+       EVP_DecryptUpdate(ctx, nullptr, &len, aad.data(), static_cast<int>(aad.size())) != 1)) {
+    std::abort();
+  }
+  Status first_error;
+  for (size_t off = 0; off < ciphertext.size(); off += piece) {
+    const size_t n = std::min(piece, ciphertext.size() - off);
+    if (EVP_DecryptUpdate(ctx, buffer.data(), &len, ciphertext.data() + off,
+                          static_cast<int>(n)) != 1) {
+      std::abort();
+    }
+    // After a sink error the rest is still decrypted, to tell tampering
+    // (the tag) from a consumer's complaint.
+    if (first_error.ok()) first_error = sink(ByteSpan(buffer.data(), static_cast<size_t>(len)));
+  }
+  if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, kGcmTagSize,
+                          const_cast<uint8_t*>(tag.data())) != 1) {
+    std::abort();
+  }
+  if (EVP_DecryptFinal_ex(ctx, buffer.data(), &len) != 1) {
+    return DataLossError(
+        "authentication failed (AES-GCM tag mismatch): the data was tampered with or "
+        "encrypted with another key");
+  }
+  return first_error;
 }
 
 Status CryptConfig::Decrypt(ByteSpan aad, ByteSpan ciphertext,

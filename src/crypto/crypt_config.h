@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -74,6 +75,16 @@ class CryptConfig {
   // another key). `out` holds ciphertext.size() bytes, may equal the input.
   Status Decrypt(ByteSpan aad, ByteSpan ciphertext, std::span<const uint8_t, kGcmNonceSize> nonce,
                  std::span<const uint8_t, kGcmTagSize> tag, uint8_t* out) const;
+  // Decrypt() in pieces of at most `piece` bytes, each handed to `sink` as
+  // it is decrypted (in a per-thread buffer that stays in cache), so a
+  // consumer such as a decompressor never needs the whole plaintext at once.
+  // The pieces are not authenticated until this returns Ok: a consumer must
+  // not release anything before. DataLoss when the tag does not match (even
+  // if `sink` failed first); else the first error of `sink`.
+  Status DecryptPieces(ByteSpan aad, ByteSpan ciphertext,
+                       std::span<const uint8_t, kGcmNonceSize> nonce,
+                       std::span<const uint8_t, kGcmTagSize> tag, size_t piece,
+                       const std::function<Status(ByteSpan)>& sink) const;
 
  private:
   CryptConfig() = default;

@@ -87,6 +87,8 @@ bench_bins
 
 mkdir -p "$dir/logs"
 dir=$(cd "$dir" && pwd)
+image_note="\`cairn-gendata image --size $size --seed 1\`"
+[[ -n $image ]] && image_note="$image (given with --image)"
 [[ -n $image ]] || { image=$dir/disk-$size.img; ensure_image "$image" "$size"; }
 image=$(realpath "$image")
 image_bytes=$(stat -c %s "$image")
@@ -291,7 +293,7 @@ section=$(
   echo "- CPU flags for crypto: ${flags:-none}"
   echo "- cairn: $("$cairn" --version 2>/dev/null | awk 'NR == 1' || echo '?'); key KDF: $kdf_note"
   echo "- load average (1/5/15 min): $load_start at the start, $load_end at the end; CPU pressure (some avg300): $psi_start at the start, $psi_end at the end"
-  echo "- data: image \`cairn-gendata image --size $size --seed 1\`$( ((with_tree)) && echo "; tree \`cairn-gendata tree --files $files --size $tree_size --seed 2\`")"
+  echo "- data: image $image_note$( ((with_tree)) && echo "; tree \`cairn-gendata tree --files $files --size $tree_size --seed 2\`")"
   echo "- warm page cache throughout (the datastores were just written; caches are not dropped): CPU cost, not disk"
   echo "- MiB/s = the data's bytes ÷ wall-clock seconds of the whole command (start-up and key unwrap included); CPU s = user + sys"
   echo

@@ -65,7 +65,7 @@ quick=0
 rounds=
 dir=${CAIRN_BENCH_DIR:-/var/tmp/cairn-suite}
 update_docs=0
-only=limits,image,restore,verify,tree,changed,gc
+only=limits,image,restore,verify,tree,changed,crypt,gc
 build=0
 gc_chunks_arg=
 usage() { sed -n '7,54p' "$0" >&2; exit 2; }

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential g++ cmake ninja-build pkg-config git
-  libssl-dev libargon2-dev libqrencode-dev libzstd-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  libssl-dev libboost-dev libargon2-dev libqrencode-dev libzstd-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   liburing-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 zstd
 )

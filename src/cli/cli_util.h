@@ -89,6 +89,10 @@ void RegisterPrune(CLI::App& app, Context& ctx);
 void RegisterGc(CLI::App& app, Context& ctx);
 void RegisterStatus(CLI::App& app, Context& ctx);
 void RegisterBenchmark(CLI::App& app, Context& ctx);
+// cairn serve (cmd_serve.cc); token create|list|revoke and cert show (cmd_token.cc).
+void RegisterServe(CLI::App& app, Context& ctx);
+void RegisterToken(CLI::App& app, Context& ctx);
+void RegisterCert(CLI::App& app, Context& ctx);
 
 inline constexpr char kVersion[] = "0.1.0";
 

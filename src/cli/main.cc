@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   RegisterGc(app, ctx);
   RegisterStatus(app, ctx);
   RegisterBenchmark(app, ctx);
+  RegisterServe(app, ctx);
+  RegisterToken(app, ctx);
+  RegisterCert(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

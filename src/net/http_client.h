@@ -1,0 +1,83 @@
+// HttpConnection: one keep-alive HTTP/1.1 connection over TLS to a cairn
+// server, with the server's certificate pinned by fingerprint (net/tls.h).
+// Pools, retries and the choice of how many connections are the callers'
+// (remote/): a connection is a plain blocking object.
+//
+// Errors:
+//   - Unavailable: connect, TLS or transport failure, a timeout, or the
+//     server closed the connection. The connection is then closed
+//     (open() is false); the request may be retried on a new one.
+//   - PermissionDenied: the server's certificate does not match the pinned
+//     fingerprint. The message shows both fingerprints and how to trust
+//     the server (--fingerprint / CAIRN_FINGERPRINT).
+//   - An HTTP error status is not an error here: the response carries it.
+//
+// Thread safety: none; one thread uses a connection at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/bytes.h"
+#include "base/status.h"
+
+namespace cairn::net {
+
+struct ClientOptions {
+  std::string host;
+  uint16_t port = 8007;
+  // Display form of the pinned fingerprint (NormalizeFingerprint). Empty
+  // refuses every server, with its fingerprint in the message.
+  std::string fingerprint;
+  // Sent as the Authorization header on every request when not empty
+  // ("Bearer NAME:SECRET").
+  std::string authorization;
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds io_timeout{60'000};  // any single read or write
+};
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names lowercased
+  Bytes body;  // empty for RequestStreaming
+};
+
+class HttpConnection {
+ public:
+  static Result<std::unique_ptr<HttpConnection>> Connect(const ClientOptions& options);
+  ~HttpConnection();
+
+  Result<HttpResponse> Request(std::string_view method, std::string_view target,
+                               ByteSpan body = {},
+                               std::string_view content_type = "application/octet-stream");
+  // As Request(), but the body goes to `on_data` in pieces as it arrives
+  // (chunked or with a length). An error from on_data aborts: the
+  // connection is closed and that error returned.
+  Result<HttpResponse> RequestStreaming(std::string_view method, std::string_view target,
+                                        ByteSpan body,
+                                        const std::function<Status(ByteSpan)>& on_data,
+                                        std::string_view content_type = "application/octet-stream");
+  bool open() const;
+
+  class Impl;
+
+ private:
+  explicit HttpConnection(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Connects without checking the certificate and returns its fingerprint in
+// display form (for the "unknown server" message and `cairn cert show`
+// against a running server).
+Result<std::string> FetchServerFingerprint(const std::string& host, uint16_t port,
+                                           std::chrono::milliseconds timeout);
+
+// Percent-encodes a path segment or query value (unreserved characters kept).
+std::string UrlEncode(std::string_view text);
+
+}  // namespace cairn::net

@@ -1,0 +1,51 @@
+// Configuration of `cairn serve`: from a JSON file (--config FILE; sample in
+// packaging/cairn-server.json) or from the quick-start flags (--listen,
+// --store NAME=PATH, --state-dir DIR). docs/SERVER.md describes every key.
+//
+//   {
+//     "listen": ["127.0.0.1:8007"],
+//     "state_dir": "/var/lib/cairn",           // tokens.json, tls/, tasks/
+//     "stores": {"main": "/srv/cairn/main"},
+//     "tls": {"cert": "tls/cert.pem", "key": "tls/key.pem"},   // relative: to state_dir
+//     "limits": {"max_connections": 256, "max_body_mib": 64,
+//                "request_timeout_s": 60, "idle_timeout_s": 120},
+//     "log": "stderr" | "FILE"
+//   }
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "net/http_server.h"
+
+namespace cairn::server {
+
+struct ServerConfig {
+  std::vector<std::string> listen;            // default {"127.0.0.1:8007"}
+  std::string state_dir;                      // required
+  std::map<std::string, std::string> stores;  // name → datastore path; at least one
+  std::string cert_file;                      // absolute after load
+  std::string key_file;
+  net::ServerOptions limits;  // listen/cert/key left empty here; see ToServerOptions
+  std::string log = "stderr";
+
+  // Options for net::HttpServer: limits plus listen, cert and key.
+  net::ServerOptions ToServerOptions() const;
+};
+
+// Parses the file. InvalidArgument naming the file and the key for
+// anything malformed or unknown (a typo in a key is an error, not ignored).
+Result<ServerConfig> LoadServerConfig(const std::string& path);
+
+// "NAME=PATH" → (name, path). Names: [A-Za-z0-9._-]{1,64}.
+Result<std::pair<std::string, std::string>> ParseStoreFlag(const std::string& text);
+bool IsValidName(std::string_view name);
+
+// Fills defaults: cert/key under STATE_DIR/tls/ when not set, relative paths
+// made absolute against state_dir. InvalidArgument when no store is given
+// or a state_dir is missing.
+Status FinishConfig(ServerConfig* config);
+
+}  // namespace cairn::server

@@ -1,0 +1,89 @@
+// API tokens of `cairn serve`: NAME:SECRET pairs, each bound to one
+// datastore (or "*": all of them) and one role. The secret is 32 random
+// bytes shown once, as 64 hex digits, when the token is made; the server
+// keeps only SHA-256(secret) (a random 256-bit secret needs no slow hash:
+// there is nothing to guess).
+//
+// Stored in STATE_DIR/tokens.json, mode 0600, rewritten atomically (temp
+// file, fsync, rename). A running server re-reads it when its mtime or size
+// changes, so `cairn token create` / `revoke` take effect without a restart.
+//
+// Roles (what each may do in its datastore; docs/SECURITY.md):
+//   reader  list snapshots, read manifests, indexes, blobs and chunks
+//   backup  create snapshots in groups it owns (a new group becomes its own);
+//           list and read only the groups it owns; delete nothing
+//   verify  reader + start verify tasks on the server
+//   admin   everything, including prune, forget and gc
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace cairn::server {
+
+enum class Role { kReader, kBackup, kVerify, kAdmin };
+std::string_view RoleName(Role role);
+// "reader", "backup", "verify", "admin"; InvalidArgument otherwise.
+Result<Role> ParseRole(std::string_view text);
+
+// What a request wants to do; Allows() maps roles to actions. Ownership
+// (backup role, own groups only) is checked by the caller.
+enum class Action {
+  kListStores,     // see the datastore at all
+  kListSnapshots,  // list snapshots (backup: own groups only)
+  kRead,           // manifests, indexes, blobs, chunks (backup: own groups only)
+  kBackup,         // create a snapshot
+  kVerify,         // start a verify task, read task status
+  kPrune,          // forget, prune, gc
+};
+bool Allows(Role role, Action action);
+
+struct Token {
+  std::string name;   // [A-Za-z0-9._-]{1,64}
+  std::string store;  // a datastore name, or "*" for all
+  Role role = Role::kReader;
+  int64_t created = 0;  // Unix seconds
+};
+
+class TokenStore {
+ public:
+  // Opens STATE_DIR/tokens.json; a missing file is an empty store.
+  // DataLoss naming the file when it does not parse; PermissionDenied when
+  // it is readable by group or others.
+  static Result<std::unique_ptr<TokenStore>> Open(const std::string& state_dir);
+
+  // Makes a token and returns "NAME:SECRET", the only time the secret is
+  // shown. AlreadyExists when the name is taken; InvalidArgument for a bad
+  // name or store.
+  Result<std::string> Create(const std::string& name, const std::string& store, Role role);
+  // NotFound when there is no such token.
+  Status Revoke(const std::string& name);
+  std::vector<Token> List() const;
+
+  // Checks "NAME:SECRET" in constant time with respect to the secret.
+  // PermissionDenied for anything that does not match, never saying which
+  // part was wrong.
+  Result<Token> Authenticate(std::string_view credential) const;
+
+  class Impl;
+  ~TokenStore();
+
+ private:
+  explicit TokenStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// True when `token` may act on datastore `store` at all.
+inline bool TokenCoversStore(const Token& token, std::string_view store) {
+  return token.store == "*" || token.store == store;
+}
+
+}  // namespace cairn::server

@@ -6,6 +6,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_harness.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_fixture.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_roundtrip_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_dedup_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_encryption_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_benchmark_test.cc

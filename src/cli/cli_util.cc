@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "net/tls.h"
+#include "remote/remote_repo.h"
 #include "store/injecting_source.h"
 
 namespace cairn::cli {
@@ -34,12 +36,35 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx) {
   if (ctx.repo.empty()) {
     return InvalidArgumentError("no repository given: pass -r PATH or set CAIRN_REPO");
   }
-  if (ctx.repo.starts_with("https://") || ctx.repo.starts_with("http://") ||
-      ctx.repo.starts_with("s3://")) {
+  if (ctx.repo.starts_with("s3://")) {
     return UnimplementedError(fmt::format(
-        "repository {}: remote and object-store repositories are not supported yet; use a "
-        "local datastore path",
+        "repository {}: object-store repositories are not supported yet; use a local datastore "
+        "path or a server (https://HOST:PORT/STORE)",
         ctx.repo));
+  }
+  if (remote::IsRemoteUrl(ctx.repo)) {
+    CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));
+    CAIRN_ASSIGN_OR_RETURN(remote::RemoteUrl url, remote::ParseRemoteUrl(ctx.repo));
+    remote::Credentials credentials;
+    credentials.token = ctx.token;
+    if (credentials.token.empty()) {
+      if (const char* t = std::getenv("CAIRN_TOKEN")) credentials.token = t;
+    }
+    std::string fingerprint = ctx.fingerprint;
+    if (fingerprint.empty()) {
+      if (const char* f = std::getenv("CAIRN_FINGERPRINT")) fingerprint = f;
+    }
+    if (!fingerprint.empty()) {
+      CAIRN_ASSIGN_OR_RETURN(credentials.fingerprint, net::NormalizeFingerprint(fingerprint));
+    } else {
+      CAIRN_ASSIGN_OR_RETURN(credentials.fingerprint,
+                             remote::LookupTrustedFingerprint(remote::TrustedServersPath(),
+                                                              url.host, url.port));
+    }
+    auto client = std::make_shared<remote::RemoteClient>(url, credentials);
+    std::string mirror = remote::MirrorDir(remote::CacheRoot(), url);
+    ctx.env = std::make_unique<remote::MirrorEnv>(std::move(ctx.env), client, mirror);
+    return remote::OpenMirror(*ctx.env, client, mirror);
   }
   CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));
   return datastore::Datastore::Open(*ctx.env, ctx.repo);
@@ -52,9 +77,24 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepoWithKey(Context& ctx) {
   return store;
 }
 
+Status RequireLocal(Context& ctx, std::string_view what) {
+  std::string repo = ctx.repo;
+  if (repo.empty()) {
+    if (const char* env_repo = std::getenv("CAIRN_REPO")) repo = env_repo;
+  }
+  if (!remote::IsRemoteUrl(repo)) return Status::Ok();
+  return UnimplementedError(fmt::format(
+      "{} on a server's datastore is not supported yet: run it on the server's datastore path",
+      what));
+}
+
 void AddRepoOptions(CLI::App* cmd, Context& ctx) {
-  cmd->add_option("-r,--repo", ctx.repo, "datastore path (or set CAIRN_REPO)");
+  cmd->add_option("-r,--repo", ctx.repo,
+                  "datastore path or https://HOST:PORT/STORE (or set CAIRN_REPO)");
   cmd->add_option("--ns", ctx.ns, "namespace, like site1/rack2 (default: the root)");
+  cmd->add_option("--token", ctx.token, "a server's API token NAME:SECRET (or set CAIRN_TOKEN)");
+  cmd->add_option("--fingerprint", ctx.fingerprint,
+                  "the server's certificate fingerprint to trust (or set CAIRN_FINGERPRINT)");
 }
 
 void AddJsonOption(CLI::App* cmd, Context& ctx) {

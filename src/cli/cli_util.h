@@ -28,6 +28,8 @@ struct Context {
   std::unique_ptr<Env> env;
   std::unique_ptr<Logger> logger;
   std::string repo;  // -r / CAIRN_REPO
+  std::string token;        // --token / CAIRN_TOKEN (a server's NAME:SECRET)
+  std::string fingerprint;  // --fingerprint / CAIRN_FINGERPRINT (a server's certificate)
   std::string ns;    // --ns
   bool json = false;
   KeyOptions key;  // --keyfile, --passphrase-file (commands that read or write content)
@@ -39,8 +41,9 @@ int ExitCodeFor(const Status& s);
 // Prints "cairn: error: <message>" on stderr and sets ctx.exit_code.
 void Fail(Context& ctx, const Status& s);
 
-// Opens the datastore named by ctx.repo (a path). Remote URLs are refused
-// with a clear message until the server exists.
+// Opens the datastore named by ctx.repo: a path, or https://HOST:PORT/STORE
+// (a server: remote/remote_repo.h; ctx.env becomes the MirrorEnv over the
+// one it had).
 Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx);
 
 // OpenRepo, then the key named by --keyfile or CAIRN_KEYFILE, unwrapped with
@@ -48,7 +51,11 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx);
 // encrypted with it, encrypted snapshots read with it.
 Result<std::unique_ptr<datastore::Datastore>> OpenRepoWithKey(Context& ctx);
 
-// Adds -r/--repo, --ns and --json to a subcommand.
+// Fails with a clear message when ctx.repo (or CAIRN_REPO) names a server
+// and the command (`what`: "backup", "gc", …) needs a local datastore.
+Status RequireLocal(Context& ctx, std::string_view what);
+
+// Adds -r/--repo, --ns, --token, --fingerprint (and --json) to a subcommand.
 void AddRepoOptions(CLI::App* cmd, Context& ctx);
 void AddJsonOption(CLI::App* cmd, Context& ctx);
 

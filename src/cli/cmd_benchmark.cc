@@ -30,6 +30,7 @@ void Run(Context& ctx, const BenchmarkArgs& args) {
   // the CPU rows use a benchmark key of their own.
   std::unique_ptr<datastore::Datastore> store;
   if (!ctx.repo.empty() || std::getenv("CAIRN_REPO") != nullptr) {
+    if (Status s = RequireLocal(ctx, "benchmark -r"); !s.ok()) return Fail(ctx, s);
     auto opened = OpenRepoWithKey(ctx);
     if (!opened.ok()) return Fail(ctx, opened.status());
     store = std::move(*opened);

@@ -48,6 +48,7 @@ void Run(Context& ctx, const GcArgs& args) {
   options.threads = args.threads;
   options.dry_run = args.dry_run;
   options.logger = ctx.logger.get();
+  if (Status s = RequireLocal(ctx, "gc"); !s.ok()) return Fail(ctx, s);
   auto store = OpenRepo(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
   auto report = maintenance::RunGc(**store, options);

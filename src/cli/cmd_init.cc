@@ -11,6 +11,12 @@ void RegisterInit(CLI::App& app, Context& ctx) {
   cmd->add_option("STORE", *path, "directory to create (must be new or empty)")->required();
   AddJsonOption(cmd, ctx);
   cmd->callback([&ctx, path] {
+    if (path->starts_with("https://") || path->starts_with("http://")) {
+      return Fail(ctx, InvalidArgumentError(fmt::format(
+                           "{}: a server's datastores are made on the server: run `cairn init "
+                           "PATH` there and serve it with `cairn serve --store NAME=PATH`",
+                           *path)));
+    }
     Status s = datastore::Datastore::Init(*ctx.env, *path);
     if (!s.ok()) return Fail(ctx, s.WithContext(fmt::format("init {}", *path)));
     if (ctx.json) {

@@ -49,6 +49,7 @@ struct Target {
 };
 Result<Target> OpenTarget(Context& ctx, const std::string& text) {
   Target t;
+  CAIRN_RETURN_IF_ERROR(RequireLocal(ctx, "changing snapshots"));
   CAIRN_ASSIGN_OR_RETURN(t.store, OpenRepo(ctx));
   CAIRN_ASSIGN_OR_RETURN(auto spec, datastore::ParseSnapshotSpec(ctx.ns, text));
   CAIRN_ASSIGN_OR_RETURN(t.snap, t.store->Resolve(spec));
@@ -107,6 +108,7 @@ void RunPrune(Context& ctx, const PruneArgs& args) {
                          "of --keep-last, --keep-hourly, --keep-daily, --keep-weekly, "
                          "--keep-monthly, --keep-yearly)"));
   }
+  if (Status s = RequireLocal(ctx, "prune"); !s.ok()) return Fail(ctx, s);
   auto store = OpenRepo(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
   std::optional<datastore::GroupRef> group;

@@ -235,7 +235,7 @@ void Run(Context& ctx, const RestoreArgs& args) {
   if (!spec.ok()) return Fail(ctx, spec.status());
   request.snapshot = *spec;
   std::unique_ptr<store::ChunkSource> injected;
-  auto source = MaybeInject(args.bench.inject_latency, (*store)->chunks(), &injected);
+  auto source = MaybeInject(args.bench.inject_latency, (*store)->source(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());
   request.source = *source;
   pipeline::Progress progress;

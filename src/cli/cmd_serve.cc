@@ -1,6 +1,122 @@
-// cairn serve: not yet.
+// cairn serve: the HTTPS server (docs/SERVER.md). Configuration from
+// --config FILE, or for a quick start from --listen, --store NAME=PATH and
+// --state-dir. Runs until SIGINT or SIGTERM, then stops gracefully.
+#include <signal.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
 #include "cli/cli_util.h"
+#include "net/http_server.h"
+#include "net/tls.h"
+#include "server/api.h"
+#include "server/server_config.h"
+#include "server/tokens.h"
 
 namespace cairn::cli {
-void RegisterServe(CLI::App&, Context&) {}
+namespace {
+
+struct ServeArgs {
+  std::string config;
+  std::vector<std::string> listen;
+  std::vector<std::string> stores;
+  std::string state_dir;
+};
+
+Result<server::ServerConfig> BuildConfig(const ServeArgs& args) {
+  server::ServerConfig config;
+  if (!args.config.empty()) {
+    if (!args.stores.empty() || !args.state_dir.empty() || !args.listen.empty()) {
+      return InvalidArgumentError(
+          "--config takes no --listen, --store or --state-dir: put them in the file");
+    }
+    CAIRN_ASSIGN_OR_RETURN(config, server::LoadServerConfig(args.config));
+  } else {
+    config.listen = args.listen;
+    config.state_dir = args.state_dir;
+    for (const std::string& flag : args.stores) {
+      CAIRN_ASSIGN_OR_RETURN(auto store, server::ParseStoreFlag(flag));
+      if (!config.stores.emplace(store.first, store.second).second) {
+        return InvalidArgumentError(fmt::format("--store {}: the name is given twice", store.first));
+      }
+    }
+  }
+  CAIRN_RETURN_IF_ERROR(server::FinishConfig(&config));
+  return config;
+}
+
+Status Serve(Context& ctx, const ServeArgs& args) {
+  CAIRN_ASSIGN_OR_RETURN(server::ServerConfig config, BuildConfig(args));
+  if (config.log != "stderr") {
+    return InvalidArgumentError(fmt::format(
+        "log '{}': only \"stderr\" is supported; under systemd, stderr goes to the journal",
+        config.log));
+  }
+  CAIRN_RETURN_IF_ERROR(CreateDirs(*ctx.env, config.state_dir)
+                            .WithContext(fmt::format("state directory {}", config.state_dir)));
+  for (const std::string& file : {config.cert_file, config.key_file}) {
+    CAIRN_RETURN_IF_ERROR(CreateDirs(*ctx.env, DirName(file)));
+  }
+  CAIRN_RETURN_IF_ERROR(net::EnsureCertificate(config.cert_file, config.key_file));
+  CAIRN_ASSIGN_OR_RETURN(std::string fingerprint, net::CertificateFingerprint(config.cert_file));
+  CAIRN_ASSIGN_OR_RETURN(auto tokens, server::TokenStore::Open(config.state_dir));
+  std::map<std::string, std::unique_ptr<datastore::Datastore>> stores;
+  for (const auto& [name, path] : config.stores) {
+    auto store = datastore::Datastore::Open(*ctx.env, path);
+    if (!store.ok()) return store.status().WithContext(fmt::format("datastore '{}'", name));
+    stores.emplace(name, std::move(*store));
+  }
+  std::vector<std::string> names;
+  for (const auto& [name, path] : config.stores) names.push_back(name + "=" + path);
+  auto api = std::make_shared<server::Api>(*ctx.env, *ctx.logger, *tokens, std::move(stores));
+
+  // SIGINT and SIGTERM are taken by sigwait below; every thread the server
+  // starts inherits the mask, so none of them is interrupted.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  CAIRN_ASSIGN_OR_RETURN(
+      auto http, net::HttpServer::Start(config.ToServerOptions(),
+                                        [api](const net::HttpRequest& request,
+                                              net::ResponseWriter& response) {
+                                          api->Handle(request, response);
+                                        }));
+  std::string urls;
+  for (const std::string& e : http->endpoints()) urls += (urls.empty() ? "" : ", ") + ("https://" + e);
+  // One line on stdout that scripts (and the tests) wait for.
+  fmt::print("cairn serve: listening on {} (certificate fingerprint {})\n", urls, fingerprint);
+  std::fflush(stdout);
+  ctx.logger->Info("serving {} with state in {}", fmt::join(names, ", "), config.state_dir);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  ctx.logger->Info("signal {}: stopping (requests in progress get 10 s to finish)", sig);
+  http->Stop();
+  auto stats = http->stats();
+  ctx.logger->Info("stopped: {} connections, {} requests, {} refused, {} bad requests",
+                   stats.connections_accepted, stats.requests, stats.connections_refused,
+                   stats.bad_requests);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterServe(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "serve datastores over HTTPS (docs/SERVER.md)");
+  cmd->add_option("--config", args->config, "configuration file (JSON)");
+  cmd->add_option("--listen", args->listen, "HOST:PORT to listen on (default 127.0.0.1:8007)");
+  cmd->add_option("--store", args->stores, "a datastore to serve, as NAME=PATH (repeatable)");
+  cmd->add_option("--state-dir", args->state_dir,
+                  "directory for tokens and the TLS certificate");
+  cmd->callback([&ctx, args] {
+    if (Status s = Serve(ctx, *args); !s.ok()) Fail(ctx, s);
+  });
+}
+
 }  // namespace cairn::cli

@@ -12,6 +12,7 @@ std::string When(int64_t unix_seconds) {
 }
 
 void Run(Context& ctx) {
+  if (Status s = RequireLocal(ctx, "status"); !s.ok()) return Fail(ctx, s);
   auto store = OpenRepo(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
   auto st = maintenance::ReadStoreStatus(**store);

@@ -54,7 +54,7 @@ Result<std::unique_ptr<restore::TreeArchiveReader>> OpenArchive(
         "{} is {} archive; ls and cat read tree archives (restore it instead)", args.archive,
         entry->kind == index::ArchiveKind::kImage ? "an image" : "a blob"));
   }
-  return restore::TreeArchiveReader::Open(**store, (*store)->chunks(), snap, *entry);
+  return restore::TreeArchiveReader::Open(**store, (*store)->source(), snap, *entry);
 }
 
 const char* KindWord(EntryKind kind) {

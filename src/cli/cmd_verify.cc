@@ -113,9 +113,10 @@ void Run(Context& ctx, const VerifyArgs& args) {
   if (!order.ok()) return Fail(ctx, order.status());
   options.order = *order;
   std::unique_ptr<store::ChunkSource> injected;
-  auto source = MaybeInject(args.bench.inject_latency, (*store)->chunks(), &injected);
+  auto source = MaybeInject(args.bench.inject_latency, (*store)->source(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());
-  if (injected) options.source = injected.get();  // else: the store itself (quarantine on)
+  // Else the store itself (quarantine on), or a server: no quarantine from here.
+  if (injected || (*store)->is_remote()) options.source = *source;
   pipeline::Progress progress;
   options.progress = &progress;
   auto report = [&] {

@@ -62,6 +62,13 @@ class Datastore {
   Env& env() const { return env_; }
   const std::string& path() const { return path_; }
   store::LocalChunkStore& chunks() const { return *chunks_; }
+  // Where restore, verify, ls and cat read chunks: the local chunk store,
+  // or, for a client of a server, the server (remote/remote_repo.h; the
+  // local store is then an empty cache of metadata).
+  store::ChunkSource& source() const { return remote_ ? *remote_ : *chunks_; }
+  bool is_remote() const { return remote_ != nullptr; }
+  // Set once, right after Open.
+  void SetRemoteSource(std::shared_ptr<store::ChunkSource> source) { remote_ = std::move(source); }
 
   std::string GroupDir(const GroupRef& g) const { return JoinPath(path_, g.RelDir()); }
   std::string SnapshotDir(const SnapshotRef& s) const { return JoinPath(path_, s.RelDir()); }
@@ -135,6 +142,7 @@ class Datastore {
   std::string path_;
   std::unique_ptr<store::LocalChunkStore> chunks_;
   std::shared_ptr<const crypto::CryptConfig> key_;
+  std::shared_ptr<store::ChunkSource> remote_;
 };
 
 inline constexpr char kDatastoreMarker[] = ".cairn-datastore";

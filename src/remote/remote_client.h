@@ -1,0 +1,89 @@
+// RemoteClient: the client side of a cairn server (docs/SERVER.md): the URL
+// of a remote datastore, a pool of keep-alive TLS connections, and calls
+// with retries.
+//
+// A call that fails in transport (net::HttpConnection's Unavailable) is
+// retried on a fresh connection with backoff (0.1 s, 0.4 s, 1.6 s); an HTTP
+// error answer is never retried except 503. HTTP errors map to Status codes
+// (401/403 PermissionDenied, 404 NotFound, 400 InvalidArgument, 5xx
+// Unavailable) with the server's message and the URL.
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/bytes.h"
+#include "base/status.h"
+#include "net/http_client.h"
+
+namespace cairn::remote {
+
+struct RemoteUrl {
+  std::string host;
+  uint16_t port = 8007;
+  std::string store;
+  std::string ToString() const;  // "https://host:port/store"
+};
+
+// "https://HOST[:PORT]/STORE" (IPv6 in brackets). InvalidArgument otherwise.
+Result<RemoteUrl> ParseRemoteUrl(std::string_view text);
+bool IsRemoteUrl(std::string_view text);  // starts with https:// (or http://)
+
+// How a client proves who it is and whom it trusts. Filled from flags and
+// the environment by the CLI (cli/cli_util.cc).
+struct Credentials {
+  std::string token;        // NAME:SECRET (--token, CAIRN_TOKEN)
+  std::string fingerprint;  // --fingerprint, CAIRN_FINGERPRINT, or the trusted-servers file
+};
+
+// The trusted-servers file: lines "HOST:PORT FINGERPRINT", '#' comments.
+// Default path: $CAIRN_TRUSTED_SERVERS, else $XDG_CONFIG_HOME/cairn/servers
+// (~/.config/cairn/servers).
+std::string TrustedServersPath();
+// The fingerprint trusted for host:port there, or "" when none.
+Result<std::string> LookupTrustedFingerprint(const std::string& path, const std::string& host,
+                                             uint16_t port);
+
+class RemoteClient {
+ public:
+  RemoteClient(RemoteUrl url, Credentials credentials);
+  ~RemoteClient();
+
+  const RemoteUrl& url() const { return url_; }
+
+  // Checks that the server answers and that the token may use the store:
+  // a clear error for an untrusted certificate, a bad token or store.
+  Status Check();
+
+  // A call returning the whole body. `path` starts with "/api/v1/".
+  Result<Bytes> Call(std::string_view method, const std::string& path, ByteSpan body = {});
+  // A call whose body streams to `on_data`. An error after data was
+  // delivered is not retried (the caller decides).
+  Status CallStreaming(std::string_view method, const std::string& path, ByteSpan body,
+                       const std::function<Status(ByteSpan)>& on_data);
+
+  // "/api/v1/stores/STORE" + suffix.
+  std::string StorePath(std::string_view suffix) const;
+
+ private:
+  Result<std::unique_ptr<net::HttpConnection>> Acquire();
+  void Release(std::unique_ptr<net::HttpConnection> connection);
+  Status ErrorFor(const net::HttpResponse& response, std::string_view method,
+                  std::string_view path) const;
+
+  RemoteUrl url_;
+  net::ClientOptions options_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<net::HttpConnection>> idle_;
+};
+
+// Percent-encoded query string "?a=x&b=y".
+std::string QueryString(const std::vector<std::pair<std::string, std::string>>& params);
+
+}  // namespace cairn::remote

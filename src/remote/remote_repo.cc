@@ -1,0 +1,221 @@
+#include "remote/remote_repo.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "index/manifest.h"
+#include "remote/remote_chunk_source.h"
+
+namespace cairn::remote {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kMaxMirrorFile = uint64_t{1} << 30;
+
+// Files fetched on first open: indexes and blobs. The manifest and the
+// verify state come with the snapshot list.
+bool IsFetchable(std::string_view name) {
+  if (name == index::kManifestFileName || name == datastore::kVerifyStateFileName) return false;
+  if (name.empty() || name[0] == '.') return false;
+  return name.ends_with(".blob") || name.ends_with(".img.fidx") ||
+         name.ends_with(".tree.meta.didx") || name.ends_with(".tree.data.didx");
+}
+
+// "ns/a/vm/100/2026-…Z" → (ns "a", "vm/100/2026-…Z"). False when `rel` is
+// not a snapshot directory.
+bool SplitSnapshotDir(std::string_view rel, std::string* ns, std::string* snapshot) {
+  std::vector<std::string_view> parts;
+  while (!rel.empty()) {
+    size_t slash = rel.find('/');
+    parts.push_back(rel.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    rel.remove_prefix(slash + 1);
+  }
+  size_t i = 0;
+  ns->clear();
+  while (i + 1 < parts.size() && parts[i] == "ns") {
+    if (!ns->empty()) *ns += '/';
+    *ns += parts[i + 1];
+    i += 2;
+  }
+  if (parts.size() - i != 3) return false;
+  *snapshot = fmt::format("{}/{}/{}", parts[i], parts[i + 1], parts[i + 2]);
+  return true;
+}
+
+Status RemoveSnapshotDir(Env& env, const std::string& dir) {
+  auto names = env.ListDir(dir);
+  if (!names.ok()) {
+    return names.status().code() == StatusCode::kNotFound ? Status::Ok() : names.status();
+  }
+  // The manifest first: without it the directory is no snapshot.
+  env.RemoveFile(JoinPath(dir, index::kManifestFileName)).IgnoreError();
+  for (const std::string& name : *names) env.RemoveFile(JoinPath(dir, name)).IgnoreError();
+  env.RemoveDir(dir).IgnoreError();
+  return Status::Ok();
+}
+
+Result<Bytes> Unhex(const json& value, std::string_view what) {
+  if (!value.is_string() || value.get_ref<const std::string&>().size() % 2 != 0) {
+    return DataLossError(fmt::format("malformed {} in the server's snapshot list", what));
+  }
+  const std::string& hex = value.get_ref<const std::string&>();
+  Bytes out(hex.size() / 2);
+  if (!FromHex(hex, out)) {
+    return DataLossError(fmt::format("malformed {} in the server's snapshot list", what));
+  }
+  return out;
+}
+
+// Creates the mirror datastore; another process may be doing the same.
+Status EnsureMirror(Env& env, const std::string& dir) {
+  std::string marker = JoinPath(dir, datastore::kDatastoreMarker);
+  if (env.Stat(marker).ok()) return Status::Ok();
+  CAIRN_RETURN_IF_ERROR(CreateDirs(env, DirName(dir)));
+  Status s = datastore::Datastore::Init(env, dir);
+  if (s.ok()) return s;
+  // Someone else is creating it: wait for their marker.
+  for (int i = 0; i < 600 && s.code() == StatusCode::kAlreadyExists; ++i) {
+    if (env.Stat(marker).ok()) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return s.WithContext(fmt::format("client cache {}", dir));
+}
+
+}  // namespace
+
+std::string CacheRoot() {
+  if (const char* p = std::getenv("CAIRN_CACHE_DIR"); p != nullptr && *p) return p;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x) {
+    return std::string(x) + "/cairn";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "/root") + "/.cache/cairn";
+}
+
+std::string MirrorDir(const std::string& cache_root, const RemoteUrl& url) {
+  std::string host;
+  for (char c : url.host) host += (c == ':' ? '_' : c);
+  return fmt::format("{}/remote/{}_{}/{}", cache_root, host, url.port, url.store);
+}
+
+Status WriteMirrorFile(Env& env, const std::string& path, ByteSpan data) {
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = fmt::format("{}.tmp.{}.{}", path, getpid(), counter.fetch_add(1));
+  {
+    CAIRN_ASSIGN_OR_RETURN(auto file, env.OpenWritable(tmp, OpenMode::kCreateNew));
+    Status s = file->Append(data);
+    if (s.ok()) s = file->Close();
+    if (!s.ok()) {
+      env.RemoveFile(tmp).IgnoreError();
+      return s;
+    }
+  }
+  Status s = env.Rename(tmp, path);
+  if (!s.ok()) env.RemoveFile(tmp).IgnoreError();
+  return s;
+}
+
+MirrorEnv::MirrorEnv(std::unique_ptr<Env> base, std::shared_ptr<RemoteClient> client,
+                     std::string mirror_dir)
+    : EnvWrapper(base.get()), base_(std::move(base)), client_(std::move(client)),
+      mirror_dir_(std::move(mirror_dir)) {}
+
+Status MirrorEnv::MaybeFetch(const std::string& path) {
+  if (path.size() <= mirror_dir_.size() + 1 || !path.starts_with(mirror_dir_) ||
+      path[mirror_dir_.size()] != '/') {
+    return Status::Ok();
+  }
+  std::string_view rel = std::string_view(path).substr(mirror_dir_.size() + 1);
+  size_t slash = rel.rfind('/');
+  if (slash == std::string_view::npos) return Status::Ok();
+  std::string_view name = rel.substr(slash + 1);
+  std::string ns, snapshot;
+  if (!IsFetchable(name) || !SplitSnapshotDir(rel.substr(0, slash), &ns, &snapshot)) {
+    return Status::Ok();
+  }
+  if (base_->Stat(path).ok()) return Status::Ok();
+  CAIRN_ASSIGN_OR_RETURN(
+      Bytes data,
+      client_->Call("GET", client_->StorePath("/file" + QueryString({{"ns", ns},
+                                                                     {"snapshot", snapshot},
+                                                                     {"name", std::string(name)}}))));
+  return WriteMirrorFile(*base_, path, data);
+}
+
+Result<std::unique_ptr<ReadableFile>> MirrorEnv::OpenReadable(const std::string& path) {
+  CAIRN_RETURN_IF_ERROR(MaybeFetch(path));
+  return base_->OpenReadable(path);
+}
+
+Result<FileInfo> MirrorEnv::Stat(const std::string& path) {
+  CAIRN_RETURN_IF_ERROR(MaybeFetch(path));
+  return base_->Stat(path);
+}
+
+Result<std::unique_ptr<datastore::Datastore>> OpenMirror(Env& env,
+                                                         std::shared_ptr<RemoteClient> client,
+                                                         const std::string& mirror_dir) {
+  CAIRN_RETURN_IF_ERROR(client->Check());
+  CAIRN_RETURN_IF_ERROR(EnsureMirror(env, mirror_dir));
+  CAIRN_ASSIGN_OR_RETURN(Bytes body, client->Call("GET", client->StorePath("/snapshots")));
+  json list = json::parse(AsStringView(body), nullptr, false);
+  if (!list.is_object() || !list["snapshots"].is_array()) {
+    return DataLossError(fmt::format("server {}: malformed snapshot list", client->url().ToString()));
+  }
+  CAIRN_ASSIGN_OR_RETURN(auto store, datastore::Datastore::Open(env, mirror_dir));
+  std::set<std::string> on_server;
+  for (const json& entry : list["snapshots"]) {
+    if (!entry.is_object() || !entry["ns"].is_string() || !entry["type"].is_string() ||
+        !entry["id"].is_string() || !entry["time"].is_string()) {
+      return DataLossError(fmt::format("server {}: malformed snapshot list entry",
+                                       client->url().ToString()));
+    }
+    std::string ns = entry["ns"];
+    CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ns));
+    CAIRN_ASSIGN_OR_RETURN(
+        datastore::SnapshotSpec spec,
+        datastore::ParseSnapshotSpec(ns, fmt::format("{}/{}/{}", entry["type"].get<std::string>(),
+                                                     entry["id"].get<std::string>(),
+                                                     entry["time"].get<std::string>())));
+    if (spec.latest) return DataLossError("malformed snapshot time in the server's list");
+    datastore::SnapshotRef snap{spec.group, spec.time};
+    std::string dir = store->SnapshotDir(snap);
+    on_server.insert(snap.RelDir());
+    CAIRN_ASSIGN_OR_RETURN(Bytes manifest, Unhex(entry["manifest"], "manifest"));
+    std::string manifest_path = JoinPath(dir, index::kManifestFileName);
+    auto local = ReadWholeFile(env, manifest_path, kMaxMirrorFile);
+    if (!local.ok() || *local != manifest) {
+      // New, or changed (notes): what was fetched for the old one goes.
+      if (local.ok()) CAIRN_RETURN_IF_ERROR(RemoveSnapshotDir(env, dir));
+      CAIRN_RETURN_IF_ERROR(CreateDirs(env, dir));
+      CAIRN_RETURN_IF_ERROR(WriteMirrorFile(env, manifest_path, manifest));
+    }
+    if (entry.contains("verify")) {
+      CAIRN_ASSIGN_OR_RETURN(Bytes state, Unhex(entry["verify"], "verify state"));
+      std::string state_path = JoinPath(dir, datastore::kVerifyStateFileName);
+      auto old = ReadWholeFile(env, state_path, kMaxMirrorFile);
+      if (!old.ok() || *old != state) CAIRN_RETURN_IF_ERROR(WriteMirrorFile(env, state_path, state));
+    }
+  }
+  // Snapshots forgotten on the server leave the mirror.
+  CAIRN_ASSIGN_OR_RETURN(auto local_snaps, store->ListAllSnapshots());
+  for (const datastore::SnapshotRef& snap : local_snaps) {
+    if (!on_server.contains(snap.RelDir())) {
+      CAIRN_RETURN_IF_ERROR(RemoveSnapshotDir(env, store->SnapshotDir(snap)));
+    }
+  }
+  store->SetRemoteSource(std::make_shared<RemoteChunkSource>(client));
+  return store;
+}
+
+}  // namespace cairn::remote

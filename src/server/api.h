@@ -1,0 +1,47 @@
+// The HTTP API of `cairn serve` (docs/SERVER.md, "HTTP API"): every request
+// authenticated by token, authorised by role and datastore, then answered
+// from the datastores named in the configuration. Handlers block (file
+// reads); net::HttpServer runs them on its worker pool.
+//
+// Thread safety: Handle() may be called concurrently.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "base/env.h"
+#include "base/logging.h"
+#include "datastore/datastore.h"
+#include "net/http_server.h"
+#include "server/tokens.h"
+
+namespace cairn::server {
+
+inline constexpr int kApiVersion = 1;
+// The most digests one batched chunk request may name.
+inline constexpr size_t kMaxBatchDigests = 1024;
+
+// Batched chunk download frames (POST …/chunks): for each digest asked, in
+// the order the server read them:
+//   digest[32] | status u8 | length u32 LE | payload[length]
+// status kFrameOk: payload is the stored chunk; otherwise a UTF-8 message.
+enum FrameStatus : uint8_t { kFrameOk = 0, kFrameNotFound = 1, kFrameError = 2 };
+inline constexpr size_t kFrameHeaderSize = 32 + 1 + 4;
+
+class Api {
+ public:
+  // `stores`: name → opened datastore. REQUIRES: all outlive the Api.
+  Api(Env& env, Logger& logger, TokenStore& tokens,
+      std::map<std::string, std::unique_ptr<datastore::Datastore>> stores);
+
+  void Handle(const net::HttpRequest& request, net::ResponseWriter& response);
+
+ private:
+  Env& env_;
+  Logger& logger_;
+  TokenStore& tokens_;
+  std::map<std::string, std::unique_ptr<datastore::Datastore>> stores_;
+};
+
+}  // namespace cairn::server

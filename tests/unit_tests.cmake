@@ -41,9 +41,10 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/cli/progress_bar_test.cc
   ${PROJECT_SOURCE_DIR}/src/net/net_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/tokens_test.cc
+  ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
 )
 # Tests include "tests/unit_test_util.h".
 target_include_directories(cairn_unit_tests PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(cairn_unit_tests PRIVATE
-  cairn_backup cairn_restore cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server GTest::gtest_main GTest::gmock)
+  cairn_backup cairn_restore cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote GTest::gtest_main GTest::gmock)
 gtest_discover_tests(cairn_unit_tests DISCOVERY_TIMEOUT 60)

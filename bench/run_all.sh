@@ -37,6 +37,9 @@
 #                                                     tree verify
 #                    crypt    bench/crypt_bench.sh    backup, restore, verify plain vs
 #                                                     encrypted (issue 7's 10 % target)
+#                    remote   bench/remote_bench.sh   restore from `cairn serve` over
+#                                                     loopback TLS vs local (issue 6's
+#                                                     0.6x target); latency 5, 20 ms
 #                    gc       bench/gc_bench.sh       gc, parallel vs one thread (the
 #                                                     retention work's script; its table
 #                                                     goes to DIR/gc/gc_bench.md)
@@ -65,10 +68,10 @@ quick=0
 rounds=
 dir=${CAIRN_BENCH_DIR:-/var/tmp/cairn-suite}
 update_docs=0
-only=limits,image,restore,verify,tree,changed,crypt,gc
+only=limits,image,restore,verify,tree,changed,crypt,remote,gc
 build=0
 gc_chunks_arg=
-usage() { sed -n '7,54p' "$0" >&2; exit 2; }
+usage() { sed -n '7,57p' "$0" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -83,7 +86,7 @@ while (($#)); do
   esac
 done
 [[ -z $rounds || $rounds =~ ^[1-9][0-9]*$ ]] || { echo "run_all: --rounds must be a positive number" >&2; exit 2; }
-all_steps=(limits image restore verify tree changed crypt gc)
+all_steps=(limits image restore verify tree changed crypt remote gc)
 declare -A want=()
 IFS=, read -ra parts <<<"$only"
 for s in "${parts[@]}"; do
@@ -208,6 +211,12 @@ run_step changed bash bench/changed_bench.sh "${q[@]}" --rounds "$r_default" --s
 crypt_runs=5
 [[ $mode == quick ]] && crypt_runs=3
 run_step crypt bash bench/crypt_bench.sh --runs "$crypt_runs" --size "$size" --image "$image" --dir "$dir/crypt"
+# remote_bench.sh: its own run counts like crypt's (--quick: 3, else 5), or
+# --rounds N; the suite's image (its --quick size is only the default).
+remote_opts=("${q[@]}")
+[[ -n $rounds ]] && remote_opts+=(--runs "$rounds")
+if ((update_docs && !quick)); then remote_opts+=(--update-docs); else remote_opts+=(--no-doc); fi
+run_step remote bash bench/remote_bench.sh "${remote_opts[@]}" --size "$size" --image "$image" --dir "$dir/remote"
 # gc_bench.sh prints its table on stdout only: keep a copy beside its results.
 gc_step() {
   mkdir -p "$dir/gc"

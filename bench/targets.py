@@ -4,7 +4,7 @@
     python3 bench/targets.py DIR [--json OUT] [--headline] [--plot-data OUT]
 
 DIR is the work directory of bench/run_all.sh: one subdirectory per script
-(limits, image, restore, verify, tree, changed, gc), each holding the
+(limits, image, restore, verify, tree, changed, crypt, remote, gc), each holding the
 results.tsv that script writes (gc: bench/gc_bench.sh's own columns), plus DIR/suite.json (mode and wall time).
 Prints a Markdown table "Performance targets": one row per numeric target
 named in issues 2-10, with the measured value (or "not measured yet: why")
@@ -87,6 +87,7 @@ class Results:
         self.change = load_json(os.path.join(d, "changed", "change.json")) or {}
         self.gc = load_tsv(os.path.join(d, "gc", "results.tsv"))
         self.crypt = load_tsv(os.path.join(d, "crypt", "results.tsv"))
+        self.remote = load_tsv(os.path.join(d, "remote", "results.tsv"))
 
     # Medians of MiB/s (or seconds) for rows matching the given columns.
     @staticmethod
@@ -275,14 +276,40 @@ def targets(R):
              status=("met" if chunk[0] >= 1 else "not met") if chunk else "n/a"))
 
     # --- issue 6: server ---------------------------------------------------------
-    why6 = "no `cairn serve` yet (issue 6 open)"
-    add(dict(issue=6, target="remote restore over loopback TLS ≥ 0.6× local restore",
-             measured=f"not measured yet: {why6}", status="n/a"))
+    # remote_bench.sh: side = local | remote, op = restore | rehearse, lat_ms
+    # (0: none injected), jobs = auto | N; interleaved runs, same image.
+    def remote_secs(**kw):
+        return med([float(r["seconds"]) for r in R.remote if all(r.get(k) == v for k, v in kw.items())])
+
+    secs = {(side, op): remote_secs(side=side, op=op, lat_ms="0", jobs="auto")
+            for side in ("local", "remote") for op in ("restore", "rehearse")}
+    loc, rem = secs[("local", "restore")], secs[("remote", "restore")]
+    t6 = "remote restore over loopback TLS ≥ 0.6× local restore"
+    if ok(loc) and ok(rem) and rem > 0:
+        q = loc / rem
+        n = int(R.remote[0]["bytes"])
+        m = (f"{q:.2f} (remote {n / MIB / rem:.0f} vs local {n / MIB / loc:.0f} MiB/s, medians "
+             f"{rem:.2f} s vs {loc:.2f} s, {n / MIB:.0f} MiB image, bench/remote_bench.sh")
+        lr, rr = secs[("local", "rehearse")], secs[("remote", "rehearse")]
+        if ok(lr) and ok(rr) and rr > 0:
+            m += f"; --rehearse: {lr / rr:.2f}"
+        add(dict(issue=6, target=t6, measured=m + ")", status="met" if q >= 0.6 else "not met", value=q))
+    else:
+        add(dict(issue=6, target=t6, measured="not measured yet: " + missing("remote"), status="n/a"))
+    cells = []
+    lats = sorted({r["lat_ms"] for r in R.remote if r["side"] == "remote" and r["lat_ms"] != "0"}, key=float)
+    for lat in lats:
+        one = remote_secs(side="remote", op="rehearse", lat_ms=lat, jobs="1")
+        auto = remote_secs(side="remote", op="rehearse", lat_ms=lat, jobs="auto")
+        if ok(one) and ok(auto) and auto > 0:
+            cells.append(f"{lat} ms: auto {one / auto:.2f}× jobs 1 ({auto:.2f} s vs {one:.2f} s)")
     add(dict(issue=6, target="remote restore with 5 and 20 ms injected latency: auto connections vs one (no number given)",
-             measured=f"not measured yet: {why6}", status="n/a"))
+             measured=("; ".join(cells) + " (`restore --rehearse --inject-latency`, medians)") if cells
+             else "not measured yet: " + missing("remote"), status="n/a"))
     row = R.bench_row("tls")
     add(dict(issue=6, target="`tls` upload figure in `cairn benchmark -r https://…` (no number given)",
-             measured=(f"not measured yet: {why6}" + (f"; `cairn benchmark` says: {row['note']}" if row and row.get("note") else "")),
+             measured=("not measured yet: `cairn benchmark -r https://…` has no `tls` row"
+                       + (f"; `cairn benchmark` says: {row['note']}" if row and row.get("note") else "")),
              status="n/a"))
 
     # --- issue 7: encryption -----------------------------------------------------

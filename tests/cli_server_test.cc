@@ -352,6 +352,27 @@ TEST_F(ServerTest, SurvivesGarbageAndStopsCleanly) {
   EXPECT_EQ(server_->Stop(), 0);
 }
 
+TEST_F(ServerTest, AServerGoneMidRestoreIsAClearErrorAndLeavesNoTarget) {
+  std::string out = Path("cut.img");
+  RunOptions options;
+  options.env = ClientEnv(reader_);
+  int polls = 0;
+  // Injected latency makes the restore last a few seconds; the server goes
+  // away early in it.
+  options.poll = [&](pid_t) {
+    if (++polls == 400) server_->Stop();
+    return false;
+  };
+  RunResult r = RunCairn({"restore", "-r", url_, Snap("vm/100", 1), "disk0.img", out,
+                          "--jobs", "1", "--inject-latency", "300"},
+                         options);
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.exit_code, kExitCorruption) << "a server that went away is not corruption";
+  EXPECT_NE(r.err.find("127.0.0.1"), std::string::npos) << r.Describe();
+  EXPECT_FALSE(Exists(out));
+  EXPECT_FALSE(Exists(out + ".partial"));
+}
+
 TEST_F(ServerTest, CertShowPrintsTheServersFingerprint) {
   RunResult r = Cairn({"cert", "show", "--state-dir", state_});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();

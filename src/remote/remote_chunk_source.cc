@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <map>
 
 #include <fmt/format.h>
@@ -29,7 +30,7 @@ RemoteChunkSource::~RemoteChunkSource() {
   }
   cv_.notify_all();
   for (std::thread& t : workers_) t.join();
-  for (Pending& p : queue_) p.done(CancelledError("the remote chunk source was closed"));
+  for (Pending& p : queue_) p.Finish(CancelledError("the remote chunk source was closed"));
 }
 
 store::SourceTraits RemoteChunkSource::Traits() const {
@@ -46,13 +47,33 @@ RemoteChunkSource::Stats RemoteChunkSource::stats() const {
 }
 
 Result<Bytes> RemoteChunkSource::Read(const store::ChunkId& id) {
-  return client_->Call("GET", client_->StorePath("/chunk/" + crypto::DigestHex(id)));
+  Bytes out;
+  CAIRN_RETURN_IF_ERROR(ReadInto(id, &out));
+  return out;
+}
+
+Status RemoteChunkSource::ReadInto(const store::ChunkId& id, Bytes* out) {
+  std::promise<Status> promise;
+  std::future<Status> future = promise.get_future();
+  Pending p;
+  p.id = id;
+  p.out = out;
+  p.done_into = [&promise](Status s) { promise.set_value(std::move(s)); };
+  Enqueue(std::move(p));
+  return future.get();
 }
 
 void RemoteChunkSource::ReadAsync(const store::ChunkId& id, store::ReadCallback done) {
+  Pending p;
+  p.id = id;
+  p.done = std::move(done);
+  Enqueue(std::move(p));
+}
+
+void RemoteChunkSource::Enqueue(Pending pending) {
   {
     std::lock_guard lock(mu_);
-    queue_.push_back(Pending{id, std::move(done), 0});
+    queue_.push_back(std::move(pending));
     // A new connection when every worker is busy: the reads in flight the
     // pipeline keeps decide how many connections work at once.
     if (idle_workers_ == 0 && static_cast<int>(workers_.size()) < max_connections_) {
@@ -97,7 +118,7 @@ void RemoteChunkSource::Worker() {
     if (!failed.empty()) {
       lock.unlock();
       for (Pending& p : failed) {
-        p.done(s.WithContext(fmt::format("chunk {}", crypto::DigestHex(p.id))));
+        p.Finish(s.WithContext(fmt::format("chunk {}", crypto::DigestHex(p.id))));
       }
       lock.lock();
     } else if (s.code() == StatusCode::kUnavailable) {
@@ -117,12 +138,15 @@ Status RemoteChunkSource::FetchBatch(std::vector<Pending>* batch) {
   }
   std::vector<bool> answered(batch->size(), false);
   size_t answered_count = 0;
-  // Frames arrive in pieces of any size: header, then payload.
+  // Frames arrive in pieces of any size: header, then payload. The payload
+  // of a good chunk goes straight into the reader's buffer when it gave one.
   Bytes header;
-  Bytes payload;
+  Bytes message;  // payload of an error frame, or of a ReadAsync read
+  Bytes* target = nullptr;
+  size_t index = 0;
   uint32_t want = 0;
   bool in_payload = false;
-  auto deliver = [&]() -> Status {
+  auto begin_frame = [&]() -> Status {
     store::ChunkId id;
     std::memcpy(id.data(), header.data(), 32);
     auto it = waiting.find(id);
@@ -130,45 +154,53 @@ Status RemoteChunkSource::FetchBatch(std::vector<Pending>* batch) {
       return DataLossError(fmt::format("server {} sent chunk {} that was not asked for",
                                        client_->url().ToString(), crypto::DigestHex(id)));
     }
-    size_t index = it->second;
+    want = format::GetU32(&header[33]);
+    if (want > kMaxFramePayload) {
+      return DataLossError(fmt::format("server {} sent a frame of {} bytes",
+                                       client_->url().ToString(), want));
+    }
+    index = it->second;
     waiting.erase(it);
+    Pending& p = (*batch)[index];
+    target = header[32] == server::kFrameOk && p.out != nullptr ? p.out : &message;
+    target->clear();
+    target->reserve(want);
+    return Status::Ok();
+  };
+  auto end_frame = [&] {
     answered[index] = true;
     ++answered_count;
     Pending& p = (*batch)[index];
     uint8_t status = header[32];
     if (status == server::kFrameOk) {
-      p.done(std::move(payload));
-      payload = Bytes();
+      if (target == p.out) {
+        p.done_into(Status::Ok());
+      } else {
+        p.Finish(std::move(message));
+        message = Bytes();
+      }
     } else {
-      std::string message(AsStringView(payload));
       std::string where = fmt::format("server {}: chunk {}: {}", client_->url().ToString(),
-                                      crypto::DigestHex(id), message);
-      p.done(status == server::kFrameNotFound ? NotFoundError(where) : UnavailableError(where));
+                                      crypto::DigestHex(p.id), AsStringView(message));
+      p.Finish(status == server::kFrameNotFound ? NotFoundError(where) : UnavailableError(where));
     }
-    return Status::Ok();
   };
   Status s = client_->CallStreaming(
       "POST", client_->StorePath("/chunks"), body, [&](ByteSpan piece) -> Status {
-        while (!piece.empty()) {
+        while (!piece.empty() || (in_payload && target->size() == want)) {
           if (!in_payload) {
             size_t n = std::min(piece.size(), server::kFrameHeaderSize - header.size());
             header.insert(header.end(), piece.begin(), piece.begin() + n);
             piece = piece.subspan(n);
             if (header.size() < server::kFrameHeaderSize) break;
-            want = format::GetU32(&header[33]);
-            if (want > kMaxFramePayload) {
-              return DataLossError(fmt::format("server {} sent a frame of {} bytes",
-                                               client_->url().ToString(), want));
-            }
-            payload.clear();
-            payload.reserve(want);
+            CAIRN_RETURN_IF_ERROR(begin_frame());
             in_payload = true;
           }
-          size_t n = std::min<size_t>(piece.size(), want - payload.size());
-          payload.insert(payload.end(), piece.begin(), piece.begin() + n);
+          size_t n = std::min<size_t>(piece.size(), want - target->size());
+          target->insert(target->end(), piece.begin(), piece.begin() + n);
           piece = piece.subspan(n);
-          if (payload.size() == want) {
-            CAIRN_RETURN_IF_ERROR(deliver());
+          if (target->size() == want) {
+            end_frame();
             header.clear();
             in_payload = false;
           }

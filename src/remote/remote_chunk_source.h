@@ -32,7 +32,10 @@ class RemoteChunkSource : public store::ChunkSource {
   explicit RemoteChunkSource(std::shared_ptr<RemoteClient> client, int max_connections = 8);
   ~RemoteChunkSource() override;
 
+  // Both go through the batching queue too: the pipelines' I/O threads
+  // call ReadInto, and what they ask at once becomes one batch.
   Result<Bytes> Read(const store::ChunkId& id) override;
+  Status ReadInto(const store::ChunkId& id, Bytes* out) override;
   void ReadAsync(const store::ChunkId& id, store::ReadCallback done) override;
   store::SourceTraits Traits() const override;
 
@@ -47,9 +50,20 @@ class RemoteChunkSource : public store::ChunkSource {
  private:
   struct Pending {
     store::ChunkId id;
-    store::ReadCallback done;
+    store::ReadCallback done;  // ReadAsync: the bytes, or why not
+    // ReadInto: the chunk lands in *out (its capacity reused, no copy),
+    // then done_into says how it went.
+    Bytes* out = nullptr;
+    std::function<void(Status)> done_into;
     int attempts = 0;
+
+    void Finish(Result<Bytes> r) {
+      if (done) return done(std::move(r));
+      if (r.ok()) *out = std::move(*r);
+      done_into(r.status());
+    }
   };
+  void Enqueue(Pending pending);
   void Worker();
   // Fetches `batch`; what is left unanswered stays in it.
   Status FetchBatch(std::vector<Pending>* batch);

@@ -44,7 +44,7 @@ struct ClientOptions {
 struct HttpResponse {
   int status = 0;
   std::map<std::string, std::string> headers;  // names lowercased
-  Bytes body;  // empty for RequestStreaming
+  Bytes body;  // RequestStreaming: only for a status other than 2xx
 };
 
 class HttpConnection {
@@ -55,9 +55,10 @@ class HttpConnection {
   Result<HttpResponse> Request(std::string_view method, std::string_view target,
                                ByteSpan body = {},
                                std::string_view content_type = "application/octet-stream");
-  // As Request(), but the body goes to `on_data` in pieces as it arrives
-  // (chunked or with a length). An error from on_data aborts: the
-  // connection is closed and that error returned.
+  // As Request(), but for a 2xx status the body goes to `on_data` in pieces
+  // as it arrives (chunked or with a length); any other status's body (an
+  // error message) is collected into the response's body instead. An error
+  // from on_data aborts: the connection is closed and that error returned.
   Result<HttpResponse> RequestStreaming(std::string_view method, std::string_view target,
                                         ByteSpan body,
                                         const std::function<Status(ByteSpan)>& on_data,

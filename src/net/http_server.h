@@ -107,6 +107,9 @@ class HttpServer {
 
   // Graceful: stops accepting, lets requests in progress finish for up to
   // `grace`, then closes every connection and joins the threads. Idempotent.
+  // Idle keep-alive connections are closed at once. A handler still running
+  // after `grace` sees its writes fail; Stop() waits for it to return.
+  // REQUIRES: not called from a handler (it joins the worker threads).
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(10'000));
   // Blocks until Stop() has finished (from another thread or a signal).
   void Wait();

@@ -1,1 +1,768 @@
+// Tests of net/: certificates and fingerprints, and the HTTP server and
+// client talking to each other over TLS on 127.0.0.1.
+
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "net/http_client.h"
+#include "net/http_server.h"
+#include "net/tls.h"
+#include "tests/unit_test_util.h"
+
+namespace cairn::net {
+namespace {
+
+using namespace std::chrono_literals;
+using test_util::TempDir;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool IsDisplayFingerprint(const std::string& fp) {
+  if (fp.size() != 95) return false;
+  for (size_t i = 0; i < fp.size(); ++i) {
+    char c = fp[i];
+    if (i % 3 == 2 ? c != ':' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- TLS
+
+TEST(TlsTest, GeneratesSelfSignedCertificate) {
+  TempDir dir;
+  std::string cert = dir.Join("cert.pem"), key = dir.Join("key.pem");
+  ASSERT_TRUE(GenerateSelfSigned(cert, key, {"backup.example.org", "10.1.2.3"}).ok());
+
+  struct stat st;
+  ASSERT_EQ(::stat(key.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_NE(ReadAll(cert).find("BEGIN CERTIFICATE"), std::string::npos);
+  EXPECT_NE(ReadAll(key).find("PRIVATE KEY"), std::string::npos);
+
+  auto fp = CertificateFingerprint(cert);
+  ASSERT_TRUE(fp.ok()) << fp.status().ToString();
+  EXPECT_TRUE(IsDisplayFingerprint(*fp)) << *fp;
+  EXPECT_EQ(*CertificateFingerprint(cert), *fp);
+
+  // The names it is valid for, and the fingerprint from the DER encoding.
+  FILE* f = ::fopen(cert.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  X509* x = PEM_read_X509(f, nullptr, nullptr, nullptr);
+  ::fclose(f);
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(X509_check_host(x, "localhost", 0, 0, nullptr), 1);
+  EXPECT_EQ(X509_check_host(x, "backup.example.org", 0, 0, nullptr), 1);
+  EXPECT_EQ(X509_check_ip_asc(x, "127.0.0.1", 0), 1);
+  EXPECT_EQ(X509_check_ip_asc(x, "::1", 0), 1);
+  EXPECT_EQ(X509_check_ip_asc(x, "10.1.2.3", 0), 1);
+  EXPECT_NE(X509_check_host(x, "other.example.org", 0, 0, nullptr), 1);
+  EXPECT_GT(ASN1_TIME_cmp_time_t(X509_get0_notAfter(x), ::time(nullptr) + 9L * 365 * 86400), 0);
+  unsigned char* der = nullptr;
+  int len = i2d_X509(x, &der);
+  ASSERT_GT(len, 0);
+  EXPECT_EQ(FingerprintOfDer(ByteSpan(der, static_cast<size_t>(len))), *fp);
+  OPENSSL_free(der);
+  X509_free(x);
+}
+
+TEST(TlsTest, NeverOverwrites) {
+  TempDir dir;
+  std::string cert = dir.Join("cert.pem"), key = dir.Join("key.pem");
+  ASSERT_TRUE(GenerateSelfSigned(cert, key).ok());
+  std::string before = ReadAll(cert);
+  Status s = GenerateSelfSigned(cert, key);
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists) << s.ToString();
+  EXPECT_EQ(ReadAll(cert), before);
+  // Only the certificate present: still refused, and no key left behind.
+  std::string other_key = dir.Join("other.key");
+  EXPECT_EQ(GenerateSelfSigned(cert, other_key).code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(::access(other_key.c_str(), F_OK), 0);
+}
+
+TEST(TlsTest, RejectsBadExtraName) {
+  TempDir dir;
+  Status s = GenerateSelfSigned(dir.Join("c"), dir.Join("k"), {"a,IP:1.2.3.4"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(::access(dir.Join("k").c_str(), F_OK), 0);
+}
+
+TEST(TlsTest, FingerprintOfDerIsSha256InDisplayForm) {
+  // SHA-256("abc").
+  EXPECT_EQ(FingerprintOfDer(AsBytes("abc")),
+            "ba:78:16:bf:8f:01:cf:ea:41:41:40:de:5d:ae:22:23:b0:03:61:a3:96:17:7a:9c:b4:10:ff:61:"
+            "f2:00:15:ad");
+}
+
+TEST(TlsTest, NormalizeFingerprint) {
+  const std::string display =
+      "ba:78:16:bf:8f:01:cf:ea:41:41:40:de:5d:ae:22:23:b0:03:61:a3:96:17:7a:9c:b4:10:ff:61:f2:00:"
+      "15:ad";
+  std::string bare;
+  for (char c : display) {
+    if (c != ':') bare += c;
+  }
+  std::string upper;
+  for (char c : display) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_EQ(*NormalizeFingerprint(display), display);
+  EXPECT_EQ(*NormalizeFingerprint(bare), display);
+  EXPECT_EQ(*NormalizeFingerprint(upper), display);
+  EXPECT_EQ(*NormalizeFingerprint(" " + bare + "\n"), display);
+
+  for (std::string junk :
+       {std::string(), std::string("xyz"), bare.substr(1), bare + "0", "g" + bare.substr(1),
+        display.substr(0, 94) + "x", ":" + display.substr(1),
+        display.substr(0, 2) + display.substr(3) + ":"}) {
+    auto r = NormalizeFingerprint(junk);
+    EXPECT_FALSE(r.ok()) << junk;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+TEST(TlsTest, EnsureCertificate) {
+  TempDir dir;
+  std::string cert = dir.Join("cert.pem"), key = dir.Join("key.pem");
+  ASSERT_TRUE(EnsureCertificate(cert, key).ok());
+  std::string fp = *CertificateFingerprint(cert);
+  ASSERT_TRUE(EnsureCertificate(cert, key).ok());  // both there: kept
+  EXPECT_EQ(*CertificateFingerprint(cert), fp);
+
+  // Only one of the two.
+  std::string lone_cert = dir.Join("lone.crt");
+  ASSERT_EQ(::link(cert.c_str(), lone_cert.c_str()), 0);
+  Status s = EnsureCertificate(lone_cert, dir.Join("missing.key"));
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.ToString().find("missing.key"), std::string::npos) << s.ToString();
+  s = EnsureCertificate(dir.Join("missing.crt"), key);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.ToString().find("missing.crt"), std::string::npos) << s.ToString();
+
+  // A key that is not the certificate's.
+  std::string cert2 = dir.Join("cert2.pem"), key2 = dir.Join("key2.pem");
+  ASSERT_TRUE(GenerateSelfSigned(cert2, key2).ok());
+  EXPECT_NE(*CertificateFingerprint(cert2), fp);
+  EXPECT_EQ(EnsureCertificate(cert, key2).code(), StatusCode::kFailedPrecondition);
+
+  // Garbage in place of the certificate.
+  test_util::WriteFileOrFail(dir.Join("bad.crt"), AsBytes("not a certificate\n"));
+  EXPECT_FALSE(EnsureCertificate(dir.Join("bad.crt"), key).ok());
+  EXPECT_FALSE(CertificateFingerprint(dir.Join("bad.crt")).ok());
+  EXPECT_EQ(CertificateFingerprint(dir.Join("nope.crt")).status().code(), StatusCode::kNotFound);
+}
+
+// ---------------------------------------------------------------- helpers
+
+TEST(NetTest, ParseHostPort) {
+  auto r = ParseHostPort("127.0.0.1:8007");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->first, "127.0.0.1");
+  EXPECT_EQ(r->second, 8007);
+  r = ParseHostPort("[::1]:0");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->first, "::1");
+  EXPECT_EQ(r->second, 0);
+  r = ParseHostPort("backup.example.org:65535");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->first, "backup.example.org");
+  for (const char* bad : {"", "host", ":80", "host:", "host:65536", "host:8x", "::1:80", "[::1]",
+                          "[::1]80", "[]:80", "host:123456"}) {
+    EXPECT_EQ(ParseHostPort(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(NetTest, UrlEncode) {
+  EXPECT_EQ(UrlEncode("abc-XYZ_0.9~"), "abc-XYZ_0.9~");
+  EXPECT_EQ(UrlEncode("a b/c?d=e&f%+\xff"), "a%20b%2Fc%3Fd%3De%26f%25%2B%FF");
+}
+
+// ---------------------------------------------------------------- server + client
+
+// A raw client socket for misbehaving-client tests; closes itself.
+class RawSocket {
+ public:
+  explicit RawSocket(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval tv{5, 0};  // a safety net: no test waits this long
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~RawSocket() {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+    if (ctx_ != nullptr) SSL_CTX_free(ctx_);
+    ::close(fd_);
+  }
+  bool connected() const { return connected_; }
+  int fd() const { return fd_; }
+  bool StartTls(int max_version = 0) {
+    ctx_ = SSL_CTX_new(TLS_client_method());
+    if (max_version != 0) {
+      SSL_CTX_set_security_level(ctx_, 0);
+      SSL_CTX_set_min_proto_version(ctx_, TLS1_VERSION);
+      SSL_CTX_set_max_proto_version(ctx_, max_version);
+    }
+    ssl_ = SSL_new(ctx_);
+    SSL_set_fd(ssl_, fd_);
+    return SSL_connect(ssl_) == 1;
+  }
+  bool WriteTls(std::string_view data) {
+    return SSL_write(ssl_, data.data(), static_cast<int>(data.size())) ==
+           static_cast<int>(data.size());
+  }
+  // Reads until the peer closes (true) or the 5 s safety timeout (false).
+  bool ReadTlsUntilClosed(std::string* got) {
+    char buf[4096];
+    for (;;) {
+      errno = 0;
+      int n = SSL_read(ssl_, buf, sizeof(buf));
+      if (n > 0) {
+        got->append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      return !(errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  SSL_CTX* ctx_ = nullptr;
+  SSL* ssl_ = nullptr;
+};
+
+Bytes PatternBytes(size_t n) { return test_util::RandomBytes(n, 42); }
+
+class HttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cert_ = dir_.Join("cert.pem");
+    key_ = dir_.Join("key.pem");
+    ASSERT_TRUE(GenerateSelfSigned(cert_, key_).ok());
+    fingerprint_ = *CertificateFingerprint(cert_);
+    options_.listen = {"127.0.0.1:0"};
+    options_.cert_file = cert_;
+    options_.key_file = key_;
+    options_.worker_threads = 4;
+  }
+  void TearDown() override {
+    if (server_) server_->Stop(2s);
+  }
+
+  void StartServer() {
+    auto s = HttpServer::Start(
+        options_, [this](const HttpRequest& req, ResponseWriter& w) { Handle(req, w); });
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    ASSERT_EQ(server_->endpoints().size(), 1u);
+    port_ = ParseHostPort(server_->endpoints()[0])->second;
+    ASSERT_NE(port_, 0);
+  }
+
+  ClientOptions Client() const {
+    ClientOptions c;
+    c.host = "127.0.0.1";
+    c.port = port_;
+    c.fingerprint = fingerprint_;
+    c.connect_timeout = 5s;
+    c.io_timeout = 5s;
+    return c;
+  }
+  std::unique_ptr<HttpConnection> ConnectOrDie() {
+    auto c = HttpConnection::Connect(Client());
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  // The test server's routes.
+  void Handle(const HttpRequest& req, ResponseWriter& w) {
+    handled_++;
+    if (req.path == "/echo") {
+      std::string auth = req.headers.count("authorization") ? req.headers.at("authorization") : "";
+      w.Send(200, "application/octet-stream", req.body,
+             {{"X-Method", req.method}, {"X-Auth", auth}, {"X-Peer", req.peer}});
+    } else if (req.path == "/query") {
+      std::string out = "path=" + req.path + "\n";
+      for (const auto& [k, v] : req.query) out += k + "=" + v + "\n";
+      w.SendText(200, out);
+    } else if (req.path == "/stream") {
+      size_t size = std::stoul(req.query.at("size"));
+      Bytes data = PatternBytes(size);
+      if (!w.BeginStream(200, "application/octet-stream").ok()) return;
+      for (size_t off = 0; off < size; off += 1 << 20) {
+        size_t n = std::min<size_t>(1 << 20, size - off);
+        if (!w.Write(ByteSpan(data).subspan(off, n)).ok()) return;
+      }
+      w.End().IgnoreError();  // the client may have gone
+    } else if (req.path == "/endless") {
+      Bytes data(64 << 10, 'x');
+      if (!w.BeginStream(200, "application/octet-stream").ok()) return;
+      while (w.Write(data).ok()) {
+      }
+      endless_done_ = true;
+    } else if (req.path == "/silent") {
+      // Returns without responding.
+    } else if (req.path == "/throw") {
+      throw std::runtime_error("boom");
+    } else {
+      w.SendText(404, "no such route");
+    }
+  }
+
+  TempDir dir_;
+  std::string cert_, key_, fingerprint_;
+  ServerOptions options_;
+  std::unique_ptr<HttpServer> server_;
+  uint16_t port_ = 0;
+  std::atomic<int> handled_{0};
+  std::atomic<bool> endless_done_{false};
+};
+
+TEST_F(HttpTest, EchoesGetAndPut) {
+  options_.listen = {"127.0.0.1:0", "[::1]:0"};
+  auto s = HttpServer::Start(options_,
+                             [this](const HttpRequest& r, ResponseWriter& w) { Handle(r, w); });
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  server_ = std::move(*s);
+  ASSERT_EQ(server_->endpoints().size(), 2u);
+  EXPECT_EQ(server_->endpoints()[1].rfind("[::1]:", 0), 0u) << server_->endpoints()[1];
+  port_ = ParseHostPort(server_->endpoints()[0])->second;
+
+  ClientOptions opts = Client();
+  opts.authorization = "Bearer alice:secret";
+  auto conn = HttpConnection::Connect(opts);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  auto r = (*conn)->Request("GET", "/echo");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(r->body.empty());
+  EXPECT_EQ(r->headers["x-method"], "GET");
+  EXPECT_EQ(r->headers["x-auth"], "Bearer alice:secret");
+  EXPECT_EQ(r->headers["x-peer"].rfind("127.0.0.1:", 0), 0u);
+
+  Bytes body = PatternBytes(3 << 20);
+  r = (*conn)->Request("PUT", "/echo", body);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->headers["x-method"], "PUT");
+  EXPECT_EQ(r->headers["content-length"], std::to_string(body.size()));
+  EXPECT_TRUE(r->body == body);
+
+  r = (*conn)->Request("GET", "/nowhere");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(AsStringView(r->body), "no such route");
+
+  // HEAD: the length of the body, not the body.
+  r = (*conn)->Request("HEAD", "/nowhere");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(r->body.empty());
+  EXPECT_TRUE((*conn)->open());
+
+  // Over IPv6 too.
+  opts.host = "::1";
+  opts.port = ParseHostPort(server_->endpoints()[1])->second;
+  auto conn6 = HttpConnection::Connect(opts);
+  ASSERT_TRUE(conn6.ok()) << conn6.status().ToString();
+  r = (*conn6)->Request("PUT", "/echo", AsBytes("six"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(AsStringView(r->body), "six");
+}
+
+TEST_F(HttpTest, KeepsConnectionAlive) {
+  StartServer();
+  auto conn = ConnectOrDie();
+  ASSERT_TRUE(conn);
+  for (int i = 0; i < 20; ++i) {
+    std::string text = "request " + std::to_string(i);
+    auto r = conn->Request("POST", "/echo", AsBytes(text));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(AsStringView(r->body), text);
+  }
+  EXPECT_TRUE(conn->open());
+  ServerStats stats = server_->stats();
+  EXPECT_EQ(stats.connections_accepted, 1u);
+  EXPECT_EQ(stats.requests, 20u);
+  EXPECT_EQ(stats.bad_requests, 0u);
+}
+
+TEST_F(HttpTest, StreamsLargeChunkedResponse) {
+  StartServer();
+  auto conn = ConnectOrDie();
+  ASSERT_TRUE(conn);
+  const size_t size = 20 << 20;
+  Bytes got;
+  int pieces = 0;
+  auto r = conn->RequestStreaming("GET", "/stream?size=" + std::to_string(size), {},
+                                  [&](ByteSpan piece) {
+                                    ++pieces;
+                                    got.insert(got.end(), piece.begin(), piece.end());
+                                    return Status::Ok();
+                                  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->headers["transfer-encoding"], "chunked");
+  EXPECT_TRUE(r->body.empty());
+  EXPECT_GT(pieces, 1);
+  ASSERT_EQ(got.size(), size);
+  EXPECT_TRUE(got == PatternBytes(size));
+
+  // The connection carries on; a Content-Length body streams too.
+  got.clear();
+  r = conn->RequestStreaming("PUT", "/echo", AsBytes("tail"), [&](ByteSpan piece) {
+    got.insert(got.end(), piece.begin(), piece.end());
+    return Status::Ok();
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(AsStringView(got), "tail");
+
+  // An error status's body is collected, not streamed.
+  bool streamed = false;
+  r = conn->RequestStreaming("GET", "/nowhere", {}, [&](ByteSpan) {
+    streamed = true;
+    return Status::Ok();
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(AsStringView(r->body), "no such route");
+  EXPECT_FALSE(streamed);
+
+  // An error from on_data aborts and closes.
+  r = conn->RequestStreaming("GET", "/stream?size=1000000", {},
+                             [](ByteSpan) { return AbortedError("enough"); });
+  EXPECT_EQ(r.status().code(), StatusCode::kAborted);
+  EXPECT_FALSE(conn->open());
+  EXPECT_EQ(conn->Request("GET", "/echo").status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(HttpTest, DecodesPathAndQuery) {
+  StartServer();
+  auto conn = ConnectOrDie();
+  ASSERT_TRUE(conn);
+  std::string target = "/qu%65ry?name=" + UrlEncode("a b&c=d/é") + "&plus=1+2&x=1&x=2&flag";
+  auto r = conn->Request("GET", target);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(AsStringView(r->body), "path=/query\nflag=\nname=a b&c=d/é\nplus=1 2\nx=2\n");
+
+  int before = handled_;
+  r = conn->Request("GET", "/query?bad=%zz");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 400);
+  EXPECT_FALSE(conn->open());
+  EXPECT_EQ(handled_, before);  // no handler saw it
+
+  conn = ConnectOrDie();
+  ASSERT_TRUE(conn);
+  r = conn->Request("GET", "/a%0");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(handled_, before);
+}
+
+TEST_F(HttpTest, OversizedHeaderGets431) {
+  options_.max_header_bytes = 2048;
+  StartServer();
+  ClientOptions opts = Client();
+  opts.authorization = "Bearer " + std::string(8000, 'a');
+  auto conn = HttpConnection::Connect(opts);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  auto r = (*conn)->Request("GET", "/echo");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 431);
+  EXPECT_FALSE((*conn)->open());
+  EXPECT_EQ(handled_, 0);
+  EXPECT_GE(server_->stats().bad_requests, 1u);
+}
+
+TEST_F(HttpTest, OversizedBodyGets413) {
+  options_.max_body_bytes = 4096;
+  StartServer();
+  auto conn = ConnectOrDie();
+  ASSERT_TRUE(conn);
+  auto r = conn->Request("PUT", "/echo", Bytes(4096, 'a'));  // at the limit: fine
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  r = conn->Request("PUT", "/echo", Bytes(20000, 'a'));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 413);
+  EXPECT_FALSE(conn->open());
+  EXPECT_EQ(handled_, 1);
+}
+
+TEST_F(HttpTest, MalformedRequestGets400) {
+  StartServer();
+  RawSocket raw(port_);
+  ASSERT_TRUE(raw.connected());
+  ASSERT_TRUE(raw.StartTls());
+  ASSERT_TRUE(raw.WriteTls("GET /echo HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"));
+  std::string got;
+  EXPECT_TRUE(raw.ReadTlsUntilClosed(&got));
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_EQ(handled_, 0);
+}
+
+TEST_F(HttpTest, HonorsConnectionClose) {
+  StartServer();
+  RawSocket raw(port_);
+  ASSERT_TRUE(raw.connected());
+  ASSERT_TRUE(raw.StartTls());
+  ASSERT_TRUE(raw.WriteTls("GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  std::string got;
+  EXPECT_TRUE(raw.ReadTlsUntilClosed(&got));
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
+}
+
+TEST_F(HttpTest, SurvivesGarbage) {
+  StartServer();
+  {
+    RawSocket raw(port_);
+    ASSERT_TRUE(raw.connected());
+    std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    Bytes noise = PatternBytes(10000);
+    junk.append(reinterpret_cast<const char*>(noise.data()), noise.size());
+    ASSERT_GT(::send(raw.fd(), junk.data(), junk.size(), MSG_NOSIGNAL), 0);
+    char buf[256];
+    (void)!::recv(raw.fd(), buf, sizeof(buf), 0);  // whatever the server says, until it closes
+  }
+  {
+    RawSocket raw(port_);  // connect and leave at once
+    ASSERT_TRUE(raw.connected());
+  }
+  auto conn = ConnectOrDie();
+  ASSERT_TRUE(conn);
+  auto r = conn->Request("GET", "/echo");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(HttpTest, RefusesTlsBelow12) {
+  StartServer();
+  RawSocket old(port_);
+  ASSERT_TRUE(old.connected());
+  EXPECT_FALSE(old.StartTls(TLS1_1_VERSION));
+  RawSocket ok(port_);
+  ASSERT_TRUE(ok.connected());
+  EXPECT_TRUE(ok.StartTls(TLS1_2_VERSION));
+}
+
+TEST_F(HttpTest, ClosesStalledRequest) {
+  options_.request_timeout = 300ms;
+  StartServer();
+  RawSocket raw(port_);
+  ASSERT_TRUE(raw.connected());
+  ASSERT_TRUE(raw.StartTls());
+  ASSERT_TRUE(raw.WriteTls("GET /echo HTTP/1.1\r\nHost: x\r\n"));  // and never the rest
+  std::string got;
+  EXPECT_TRUE(raw.ReadTlsUntilClosed(&got));  // closed well before the 5 s safety net
+  EXPECT_EQ(handled_, 0);
+  // Counted just after the close the client saw.
+  for (int i = 0; i < 200 && server_->stats().bad_requests == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(server_->stats().bad_requests, 1u);
+}
+
+TEST_F(HttpTest, ClosesIdleConnection) {
+  options_.idle_timeout = 200ms;
+  StartServer();
+  auto conn = ConnectOrDie();
+  ASSERT_TRUE(conn);
+  ASSERT_TRUE(conn->Request("GET", "/echo").ok());
+  // The server closes the idle connection; the next request then fails
+  // as retryable (or, racing the close, still succeeds).
+  std::this_thread::sleep_for(600ms);
+  auto r = conn->Request("GET", "/echo");
+  if (!r.ok()) {
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  }
+}
+
+TEST_F(HttpTest, EnforcesMaxConnections) {
+  options_.max_connections = 2;
+  StartServer();
+  auto a = ConnectOrDie();
+  auto b = ConnectOrDie();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->Request("GET", "/echo").ok());
+  ASSERT_TRUE(b->Request("GET", "/echo").ok());
+
+  auto c = HttpConnection::Connect(Client());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable) << c.status().ToString();
+  EXPECT_GE(server_->stats().connections_refused, 1u);
+
+  // Once one goes, there is room again (after the server noticed).
+  a.reset();
+  bool connected = false;
+  for (int i = 0; i < 100 && !connected; ++i) {
+    auto d = HttpConnection::Connect(Client());
+    if (d.ok() && (*d)->Request("GET", "/echo").ok()) connected = true;
+    if (!connected) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(connected);
+}
+
+TEST_F(HttpTest, RefusesUnpinnedServer) {
+  StartServer();
+  TempDir other;
+  ASSERT_TRUE(GenerateSelfSigned(other.Join("c.pem"), other.Join("k.pem")).ok());
+  std::string wrong = *CertificateFingerprint(other.Join("c.pem"));
+
+  ClientOptions opts = Client();
+  opts.fingerprint = wrong;
+  auto c = HttpConnection::Connect(opts);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kPermissionDenied);
+  std::string msg(c.status().message());
+  EXPECT_NE(msg.find(fingerprint_), std::string::npos) << msg;
+  EXPECT_NE(msg.find(wrong), std::string::npos) << msg;
+  EXPECT_NE(msg.find("CAIRN_FINGERPRINT"), std::string::npos) << msg;
+
+  opts.fingerprint = "";
+  c = HttpConnection::Connect(opts);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(c.status().message().find(fingerprint_), std::string::npos);
+
+  // The pinned form may be bare upper-case hex.
+  std::string bare;
+  for (char ch : fingerprint_) {
+    if (ch != ':') bare += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  }
+  opts.fingerprint = bare;
+  EXPECT_TRUE(HttpConnection::Connect(opts).ok());
+}
+
+TEST_F(HttpTest, FetchesServerFingerprint) {
+  StartServer();
+  auto fp = FetchServerFingerprint("127.0.0.1", port_, 5s);
+  ASSERT_TRUE(fp.ok()) << fp.status().ToString();
+  EXPECT_EQ(*fp, fingerprint_);
+  // Nothing listening.
+  server_->Stop();
+  EXPECT_EQ(FetchServerFingerprint("127.0.0.1", port_, 2s).status().code(),
+            StatusCode::kUnavailable);
+}
+
+TEST_F(HttpTest, AnswersForSilentOrThrowingHandler) {
+  StartServer();
+  auto conn = ConnectOrDie();
+  ASSERT_TRUE(conn);
+  auto r = conn->Request("GET", "/silent");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 500);
+  r = conn->Request("GET", "/throw");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 500);
+  r = conn->Request("GET", "/echo");  // still in service, same connection
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(HttpTest, StopsWithStreamInFlight) {
+  StartServer();
+  auto idle = ConnectOrDie();  // an idle keep-alive connection too
+  ASSERT_TRUE(idle && idle->Request("GET", "/echo").ok());
+  std::promise<void> started;
+  std::thread reader([&] {
+    auto conn = ConnectOrDie();
+    if (!conn) return started.set_value();
+    bool first = true;
+    auto r = conn->RequestStreaming("GET", "/endless", {}, [&](ByteSpan) {
+      if (first) started.set_value();
+      first = false;
+      return Status::Ok();
+    });
+    if (first) started.set_value();
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  });
+  started.get_future().wait();
+  auto t0 = std::chrono::steady_clock::now();
+  server_->Stop(100ms);
+  server_->Wait();  // returns: Stop has finished
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  reader.join();
+  EXPECT_TRUE(endless_done_);
+  EXPECT_EQ(idle->Request("GET", "/echo").status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(HttpTest, SlowReaderDoesNotBlockOthers) {
+  StartServer();
+  std::promise<void> stalled;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::thread slow([&] {
+    auto conn = ConnectOrDie();
+    if (!conn) return stalled.set_value();
+    bool first = true;
+    auto r = conn->RequestStreaming("GET", "/endless", {}, [&](ByteSpan) {
+      if (first) {
+        first = false;
+        stalled.set_value();
+        released.wait();  // stop reading: the server's writes back up
+        return CancelledError("done");
+      }
+      return Status::Ok();
+    });
+    if (first) stalled.set_value();
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
+  });
+  stalled.get_future().wait();
+  auto other = ConnectOrDie();
+  ASSERT_TRUE(other);
+  for (int i = 0; i < 10; ++i) {
+    auto r = other->Request("PUT", "/echo", AsBytes("quick"));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(AsStringView(r->body), "quick");
+  }
+  release.set_value();
+  slow.join();
+  // The handler sees the client gone.
+  for (int i = 0; i < 200 && !endless_done_; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(endless_done_);
+}
+
+TEST_F(HttpTest, ReportsBindAndCertificateErrors) {
+  StartServer();
+  ServerOptions o = options_;
+  o.listen = {server_->endpoints()[0]};  // taken
+  auto s = HttpServer::Start(o, [](const HttpRequest&, ResponseWriter&) {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find(server_->endpoints()[0]), std::string::npos)
+      << s.status().ToString();
+
+  o.listen = {"127.0.0.1:0"};
+  o.key_file = dir_.Join("missing.key");
+  s = HttpServer::Start(o, [](const HttpRequest&, ResponseWriter&) {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("missing.key"), std::string::npos) << s.status().ToString();
+}
+
+}  // namespace
+}  // namespace cairn::net

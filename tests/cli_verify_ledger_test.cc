@@ -19,6 +19,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -608,8 +609,19 @@ TEST_F(VerifyLedgerResumeTest, OtherScopeDoesNotResume) {
 // (flush by time as well as by count).
 TEST_F(VerifyLedgerResumeTest, SlowRunKilledAfterASecondKeepsItsProgress) {
   Backup("vm/100", 1, {"disk0.img=" + SparseImage("a.raw", 40, 44)});
+  // Killed a second after the run wrote its job file, i.e. a second into
+  // its work: counting from the process start instead made the test depend
+  // on how fast a loaded machine (or a sanitizer build) starts a process.
   RunOptions kill;
-  kill.kill_after = std::chrono::seconds(1);
+  std::optional<std::chrono::steady_clock::time_point> started;
+  kill.poll = [&](pid_t) {
+    auto now = std::chrono::steady_clock::now();
+    if (!started) {
+      if (Exists(JobPath())) started = now;
+      return false;
+    }
+    return now - *started > std::chrono::seconds(1);
+  };
   RunResult r = OnStore("verify", {"--inject-latency", "50", "--jobs", "1"}, kill);
   ASSERT_TRUE(r.killed()) << r.Describe();
   EXPECT_TRUE(Exists(JobPath()));

@@ -24,6 +24,7 @@ struct ServeArgs {
   std::vector<std::string> listen;
   std::vector<std::string> stores;
   std::string state_dir;
+  int64_t session_timeout_s = 0;  // 0: the config's (default 900)
 };
 
 Result<server::ServerConfig> BuildConfig(const ServeArgs& args) {
@@ -44,6 +45,7 @@ Result<server::ServerConfig> BuildConfig(const ServeArgs& args) {
       }
     }
   }
+  if (args.session_timeout_s > 0) config.session_timeout_s = args.session_timeout_s;
   CAIRN_RETURN_IF_ERROR(server::FinishConfig(&config));
   return config;
 }
@@ -71,7 +73,11 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   }
   std::vector<std::string> names;
   for (const auto& [name, path] : config.stores) names.push_back(name + "=" + path);
-  auto api = std::make_shared<server::Api>(*ctx.env, *ctx.logger, *tokens, std::move(stores));
+  server::ApiOptions api_options;
+  api_options.state_dir = config.state_dir;
+  api_options.session_timeout = std::chrono::seconds(config.session_timeout_s);
+  auto api = std::make_shared<server::Api>(*ctx.env, *ctx.logger, *tokens, std::move(stores),
+                                           std::move(api_options));
 
   // SIGINT and SIGTERM are taken by sigwait below; every thread the server
   // starts inherits the mask, so none of them is interrupted.
@@ -114,6 +120,9 @@ void RegisterServe(CLI::App& app, Context& ctx) {
   cmd->add_option("--store", args->stores, "a datastore to serve, as NAME=PATH (repeatable)");
   cmd->add_option("--state-dir", args->state_dir,
                   "directory for tokens and the TLS certificate");
+  cmd->add_option("--session-timeout", args->session_timeout_s,
+                  "seconds after which an idle backup session is aborted (default 900)")
+      ->check(CLI::Range(int64_t{1}, int64_t{7 * 86400}));
   cmd->callback([&ctx, args] {
     if (Status s = Serve(ctx, *args); !s.ok()) Fail(ctx, s);
   });

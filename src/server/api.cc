@@ -316,8 +316,9 @@ class Handling {
 }  // namespace
 
 Api::Api(Env& env, Logger& logger, TokenStore& tokens,
-         std::map<std::string, std::unique_ptr<datastore::Datastore>> stores)
-    : env_(env), logger_(logger), tokens_(tokens), stores_(std::move(stores)) {}
+         std::map<std::string, std::unique_ptr<datastore::Datastore>> stores, ApiOptions options)
+    : env_(env), logger_(logger), tokens_(tokens), stores_(std::move(stores)),
+      options_(std::move(options)) {}
 
 void Api::Handle(const net::HttpRequest& request, net::ResponseWriter& response) {
   Handling(env_, logger_, tokens_, stores_, request, response).Run();

@@ -6,6 +6,7 @@
 // Thread safety: Handle() may be called concurrently.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,11 +30,19 @@ inline constexpr size_t kMaxBatchDigests = 1024;
 enum FrameStatus : uint8_t { kFrameOk = 0, kFrameNotFound = 1, kFrameError = 2 };
 inline constexpr size_t kFrameHeaderSize = 32 + 1 + 4;
 
+struct ApiOptions {
+  std::string state_dir;  // the server's state directory (tasks/ lives there)
+  // A backup session with no request for this long is aborted: its
+  // unfinished snapshot is removed and the group unlocked.
+  std::chrono::seconds session_timeout{900};
+};
+
 class Api {
  public:
   // `stores`: name → opened datastore. REQUIRES: all outlive the Api.
   Api(Env& env, Logger& logger, TokenStore& tokens,
-      std::map<std::string, std::unique_ptr<datastore::Datastore>> stores);
+      std::map<std::string, std::unique_ptr<datastore::Datastore>> stores,
+      ApiOptions options = {});
 
   void Handle(const net::HttpRequest& request, net::ResponseWriter& response);
 
@@ -42,6 +51,7 @@ class Api {
   Logger& logger_;
   TokenStore& tokens_;
   std::map<std::string, std::unique_ptr<datastore::Datastore>> stores_;
+  ApiOptions options_;
 };
 
 }  // namespace cairn::server

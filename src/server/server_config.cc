@@ -169,8 +169,11 @@ Status ParseTop(const Checker& c, const json& doc, ServerConfig* config) {
       CAIRN_RETURN_IF_ERROR(ParseLimits(c, value, &config->limits));
     } else if (key == "log") {
       CAIRN_ASSIGN_OR_RETURN(config->log, c.String(key, value));
+    } else if (key == "session_timeout_s") {
+      CAIRN_ASSIGN_OR_RETURN(config->session_timeout_s, c.Positive(key, value, 7 * 86400));
     } else {
-      return c.Error(key, "unknown key (expected listen, state_dir, stores, tls, limits, log)");
+      return c.Error(key, "unknown key (expected listen, state_dir, stores, tls, limits, "
+                          "session_timeout_s, log)");
     }
   }
   return Status::Ok();

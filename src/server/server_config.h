@@ -9,6 +9,7 @@
 //     "tls": {"cert": "tls/cert.pem", "key": "tls/key.pem"},   // relative: to state_dir
 //     "limits": {"max_connections": 256, "max_body_mib": 64,
 //                "request_timeout_s": 60, "idle_timeout_s": 120},
+//     "session_timeout_s": 900,
 //     "log": "stderr" | "FILE"
 //   }
 #pragma once
@@ -30,6 +31,8 @@ struct ServerConfig {
   std::string key_file;
   net::ServerOptions limits;  // listen/cert/key left empty here; see ToServerOptions
   std::string log = "stderr";
+  // Backup sessions idle this long are aborted (ApiOptions::session_timeout).
+  int64_t session_timeout_s = 900;
 
   // Options for net::HttpServer: limits plus listen, cert and key.
   net::ServerOptions ToServerOptions() const;

@@ -1,7 +1,8 @@
 // Writes seed corpora for the fuzz targets: valid encodings of each format,
 // so the fuzzers start from inputs that reach deep into the decoders.
 //
-//   fuzz_seeds OUT_DIR   → OUT_DIR/{blob,fixed_index,manifest,dynamic_index,tree}_fuzz/seed-N
+//   fuzz_seeds OUT_DIR   → OUT_DIR/{blob,fixed_index,manifest,dynamic_index,tree,
+//                          http_request,chunk_frames}_fuzz/seed-N
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -117,6 +118,69 @@ bool WriteTreeSeeds(const std::filesystem::path& out, int& n) {
 
 }  // namespace
 
+// Requests as a client sends them (http_request_fuzz): every route, with the
+// token placeholders $R (reader), $B (backup), $A (admin), and a keep-alive
+// pair on one connection.
+bool WriteHttpRequestSeeds(const std::filesystem::path& out, int& n) {
+  const auto dir = out / "http_request_fuzz";
+  const std::string snap = "ns=&snapshot=vm/100/2026-01-01T00:00:00Z";
+  const std::string chunk(64, '1');
+  std::string digests(64, '\x11');  // the planted chunk, and one that is not there
+  digests[40] = '\x22';
+  auto get = [](const std::string& target, const std::string& auth) {
+    std::string r = "GET " + target + " HTTP/1.1\r\nHost: x\r\n";
+    if (!auth.empty()) r += "Authorization: Bearer " + auth + "\r\n";
+    return r + "\r\n";
+  };
+  bool ok = true;
+  for (const std::string& req : {
+           get("/api/v1/version", ""),
+           get("/api/v1/stores", "$R"),
+           get("/api/v1/stores/main/snapshots", "$B"),
+           get("/api/v1/stores/main/file?" + snap + "&name=index.json.blob", "$R"),
+           get("/api/v1/stores/main/file?" + snap + "&name=disk0.img.fidx", "$A"),
+           get("/api/v1/stores/main/chunk/" + chunk, "$R"),
+           "POST /api/v1/stores/main/chunks HTTP/1.1\r\nAuthorization: Bearer $R\r\n"
+           "Content-Length: 64\r\n\r\n" + digests,
+           "POST /api/v1/stores/main/chunks HTTP/1.1\r\nAuthorization: Bearer $A\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n20\r\n" + digests.substr(0, 32) + "\r\n0\r\n\r\n",
+           get("/api/v1/version", "") + get("/api/v1/stores/other/snapshots", "$A"),
+       }) {
+    ok = ok && Write(dir, n++, cairn::AsBytes(req));
+  }
+  return ok;
+}
+
+// Batched chunk answers (chunk_frames_fuzz): byte 0 the number of digests
+// asked, their 32 bytes each, a byte that seeds the cuts, then the frames.
+bool WriteChunkFramesSeeds(const std::filesystem::path& out, int& n) {
+  const auto dir = out / "chunk_frames_fuzz";
+  auto frame = [](Bytes* s, uint8_t d, uint8_t status, std::string_view payload) {
+    s->insert(s->end(), 32, d);
+    s->push_back(status);
+    uint32_t len = static_cast<uint32_t>(payload.size());
+    for (int i = 0; i < 4; ++i) s->push_back(static_cast<uint8_t>(len >> (8 * i)));
+    s->insert(s->end(), payload.begin(), payload.end());
+  };
+  bool ok = true;
+  Bytes none = {0, 7};
+  ok = ok && Write(dir, n++, none);
+  Bytes three = {3};
+  for (uint8_t d : {1, 2, 3}) three.insert(three.end(), 32, d);
+  three.push_back(5);
+  frame(&three, 2, 0, "chunk two");
+  frame(&three, 1, 1, "");
+  frame(&three, 3, 2, "read error");
+  ok = ok && Write(dir, n++, three);
+  Bytes dup = {2};
+  dup.insert(dup.end(), 64, 9);
+  dup.push_back(3);
+  frame(&dup, 9, 0, "a");
+  frame(&dup, 9, 0, "a");
+  ok = ok && Write(dir, n++, dup);
+  return ok;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
@@ -176,6 +240,8 @@ int main(int argc, char** argv) {
 
   ok = WriteDynamicIndexSeeds(out, n) && ok;
   ok = WriteTreeSeeds(out, n) && ok;
+  ok = WriteHttpRequestSeeds(out, n) && ok;
+  ok = WriteChunkFramesSeeds(out, n) && ok;
 
   if (!ok) {
     std::fprintf(stderr, "fuzz_seeds: failed writing seeds under %s\n", argv[1]);

@@ -22,7 +22,7 @@ jobs="${CAIRN_FUZZ_BUILD_JOBS:-$(nproc)}"
 
 cmake --preset fuzz >/dev/null
 cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_fuzz ledger_fuzz \
-  dynamic_index_fuzz tree_fuzz key_file_fuzz fuzz_seeds
+  dynamic_index_fuzz tree_fuzz key_file_fuzz http_request_fuzz chunk_frames_fuzz fuzz_seeds
 
 # Fresh seeds from the current encoders; the corpora grow in build/fuzz/corpus
 # across runs (new inputs found are kept there, never in the source tree).
@@ -31,6 +31,9 @@ cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_f
 # target:max_len:extra flags. The fixed index needs its 4096-byte header
 # plus room for digests; blobs and manifests stay small so runs are fast; a
 # ledger input of 4096 bytes spans many of ledger_fuzz's small read blocks.
+# An HTTP input of 32 KiB holds a header over the server's 16 KiB limit; a
+# chunk answer of 8192 bytes holds several frames over chunk_frames_fuzz's
+# 4096-byte payload maximum.
 targets=(
   "blob_fuzz:4096:"
   "fixed_index_fuzz:8192:"
@@ -39,6 +42,8 @@ targets=(
   "dynamic_index_fuzz:8192:"
   "tree_fuzz:4096:"
   "key_file_fuzz:2048:-dict=$root/fuzz/key_file.dict"
+  "http_request_fuzz:32768:-dict=$root/fuzz/http_request.dict"
+  "chunk_frames_fuzz:8192:"
 )
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"

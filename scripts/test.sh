@@ -2,7 +2,8 @@
 # Sets up and runs every test: installs dependencies, then
 #   1. release build: unit + integration tests (ctest)
 #   2. ASan/UBSan build: the same tests (the 2 GiB case shrunk)
-#   3. TSan build: the unit tests of the concurrent code (pipeline, backup, store)
+#   3. TSan build: the unit tests of the concurrent code (pipeline, backup,
+#      store, and the server, client and their network code)
 #   4. libFuzzer: each decoder's fuzz target for a short run
 # and ends with one line "N passed, N failed".
 #
@@ -50,7 +51,7 @@ if ((!quick)); then
 
   stage "TSan build + concurrency tests"
   build tsan --target cairn_unit_tests &&
-    run_ctest build/tsan -R 'Pipeline|BoundedQueue|WorkerGroup|Backup|LocalChunkStore|ImageRestore|TreeRestore|Verify|ProgressBar|PrefixSet|GcTest'
+    run_ctest build/tsan -R 'Pipeline|BoundedQueue|WorkerGroup|Backup|LocalChunkStore|ImageRestore|TreeRestore|Verify|ProgressBar|PrefixSet|GcTest|Tls|Http|Net|Token|ServerConfig|RemoteUrl|TrustedServers|QueryString|ChunkFrames|TaskManager'
 
   stage "fuzz targets (20 s each)"
   if bash scripts/fuzz.sh 20; then passed=$((passed + 1)); else failed=$((failed + 1)); fi

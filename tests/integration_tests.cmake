@@ -7,6 +7,9 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_fixture.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_roundtrip_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_backup_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_malformed_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_verify_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_dedup_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_encryption_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_benchmark_test.cc
@@ -24,7 +27,8 @@ add_executable(cairn_integration_tests
 target_compile_definitions(cairn_integration_tests PRIVATE
   CAIRN_BINARY="$<TARGET_FILE:cairn>")
 target_link_libraries(cairn_integration_tests PRIVATE
-  GTest::gtest_main nlohmann_json::nlohmann_json OpenSSL::Crypto Threads::Threads cairn_index)
+  GTest::gtest_main nlohmann_json::nlohmann_json OpenSSL::SSL OpenSSL::Crypto Threads::Threads
+  cairn_index)
 add_dependencies(cairn_integration_tests cairn)
 gtest_discover_tests(cairn_integration_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
 # GCC 12 at -O1 with sanitizers reports a false maybe-uninitialized inside

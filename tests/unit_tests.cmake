@@ -40,7 +40,10 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/perf/machine_bench_test.cc
   ${PROJECT_SOURCE_DIR}/src/cli/progress_bar_test.cc
   ${PROJECT_SOURCE_DIR}/src/net/net_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/tasks_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/backup_session_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/tokens_test.cc
+  ${PROJECT_SOURCE_DIR}/src/remote/chunk_frames_test.cc
   ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
 )
 # Tests include "tests/unit_test_util.h".

@@ -90,7 +90,7 @@ Status BackupOneImage(const datastore::Datastore& store, datastore::SnapshotWrit
   image.crypt = store.key();
   if (image.progress != nullptr) image.progress->StartPhase("backup", size);
   CAIRN_ASSIGN_OR_RETURN(index::FixedIndex idx,
-                         BackupImage(*source, size, store.chunks(), image, &report->stats));
+                         BackupImage(*source, size, store.sink(), image, &report->stats));
   return writer.AddImage(spec.name, idx);
 }
 
@@ -171,6 +171,7 @@ Result<BackupReport> RunBackup(const datastore::Datastore& store, const BackupOp
     snaps.pop_back();  // being forgotten: the one before is the base
   }
   if (prev && !SameKey(store, *prev, *options.logger)) prev.reset();
+  if (prev) CAIRN_RETURN_IF_ERROR(writer->UseBase(*prev));
 
   BackupReport report;
   report.snapshot = snap;

@@ -112,7 +112,7 @@ class PreviousTree {
   Result<ByteSpan> NextMetaPiece() {
     if (next_meta_ >= indexes_.meta.chunk_count()) return ByteSpan();
     const crypto::Digest& id = indexes_.meta.digest(next_meta_++);
-    CAIRN_ASSIGN_OR_RETURN(Bytes stored, store_.chunks().Read(id));
+    CAIRN_ASSIGN_OR_RETURN(Bytes stored, store_.source().Read(id));
     CAIRN_ASSIGN_OR_RETURN(piece_, blob::DecodeChunk(stored, id, store_.key()));
     return ByteSpan(piece_);
   }
@@ -565,12 +565,12 @@ class TreeJob {
           IsAllZero(data) ? ZeroDigest(data.size()) : blob::ChunkId(data, store_.key());
       work->slot->digest = id;
       if (Claim(id) && !known_.contains(id)) {
-        CAIRN_ASSIGN_OR_RETURN(bool present, store_.chunks().Contains(id));
+        CAIRN_ASSIGN_OR_RETURN(bool present, store_.sink().Contains(id));
         if (!present) {
           blob::EncodeOptions encode;
           encode.crypt = store_.key();
           CAIRN_RETURN_IF_ERROR(blob::EncodeInto(data, encode, &stored));
-          CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, store_.chunks().Insert(id, stored));
+          CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, store_.sink().Insert(id, stored));
           if (r.inserted) {
             new_chunks_.fetch_add(1, std::memory_order_relaxed);
             new_bytes_.fetch_add(data.size(), std::memory_order_relaxed);

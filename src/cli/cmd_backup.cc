@@ -105,7 +105,6 @@ void Run(Context& ctx, const BackupArgs& args) {
   backup::BackupOptions options;
   options.logger = ctx.logger.get();
   options.created_by = fmt::format("cairn {}", kVersion);
-  if (Status s = RequireLocal(ctx, "backup"); !s.ok()) return Fail(ctx, s);
   auto store = OpenRepoWithKey(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
   auto group = datastore::ParseGroup(ctx.ns, args.id);

@@ -1,12 +1,14 @@
 // cairn verify -r REPO [SNAPSHOT|GROUP] [--ns NS] [--outdated-after DAYS]
 //   [--max-duration DURATION | --budget PERCENT] [--cover-days N]
 //   [--order auto|id|inode] [--jobs auto|N] [--json]
+// cairn verify -r https://HOST:PORT/STORE --on-server [--detach] [scope and slice options]
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
+#include "cli/cmd_task.h"
 #include "cli/progress_bar.h"
 #include "verify/verify.h"
 
@@ -44,8 +46,54 @@ struct VerifyArgs {
   int cover_days = 0;
   std::string order = "auto";
   bool no_ledger = false;
+  bool on_server = false;  // --on-server: a task on the server (cmd_task.h)
+  bool detach = false;
   BenchOptions bench;
 };
+
+// verify --on-server: the server runs the verify as a task (its own chunk
+// store, quarantine and verify state, as a local verify there would); this
+// follows it and exits as the local verify does.
+void RunOnServer(Context& ctx, const VerifyArgs& args) {
+  if (args.no_ledger || !args.bench.inject_latency.empty() || args.jobs != "auto") {
+    return Fail(ctx, InvalidArgumentError(
+                         "--on-server takes no --jobs or --no-ledger: the server tunes its own run"));
+  }
+  auto target = ServerTargetFor(ctx);
+  if (!target.ok()) return Fail(ctx, target.status());
+  nlohmann::json options = nlohmann::json::object();
+  if (!ctx.ns.empty()) options["ns"] = ctx.ns;
+  if (!args.what.empty()) options["snapshot"] = args.what;
+  if (args.outdated_after_days > 0) options["outdated_after_days"] = args.outdated_after_days;
+  if (!args.max_duration.empty()) {
+    auto d = ParseDuration(args.max_duration);
+    if (!d.ok()) return Fail(ctx, d.status());
+    options["max_duration_s"] = std::max<int64_t>(1, (*d + 999'999'999) / 1'000'000'000);
+  }
+  if (args.budget_percent > 0) options["budget_percent"] = args.budget_percent;
+  if (args.cover_days > 0) options["cover_days"] = args.cover_days;
+  if (args.order != "auto") options["order"] = args.order;
+  bool already_running = false;
+  auto id = StartServerVerify(*target, options, &already_running);
+  if (!id.ok()) return Fail(ctx, id.status());
+  if (already_running) {
+    fmt::print(stderr, "cairn: a verify of {} is already running on the server (task {}); {}\n",
+               target->url.ToString(), *id, args.detach ? "not starting another" : "following it");
+  }
+  if (args.detach) {
+    if (ctx.json) {
+      PrintJson({{"task", *id}, {"already_running", already_running}});
+    } else {
+      fmt::print("{}\n", *id);
+    }
+    return;
+  }
+  if (!already_running) fmt::print(stderr, "cairn: verify task {} started on the server\n", *id);
+  remote::RemoteClient client(target->url, target->credentials);
+  auto task = FollowTask(client, *id, /*print_log=*/false);
+  if (!task.ok()) return Fail(ctx, task.status());
+  PrintTaskOutcome(ctx, *task);
+}
 
 // The coverage promise of a report (--cover-days).
 struct Coverage {
@@ -87,6 +135,8 @@ nlohmann::json CoverJson(int days, const verify::VerifyReport& r, const Coverage
 }
 
 void Run(Context& ctx, const VerifyArgs& args) {
+  if (args.on_server) return RunOnServer(ctx, args);
+  if (args.detach) return Fail(ctx, InvalidArgumentError("--detach goes with --on-server"));
   const std::string& what = args.what;
   auto store = OpenRepoWithKey(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
@@ -297,6 +347,11 @@ void RegisterVerify(CLI::App& app, Context& ctx) {
       ->type_name("ORDER");
   cmd->add_flag("--no-ledger", args->no_ledger, "neither read nor record the verify ledger")
       ->group("");
+  cmd->add_flag("--on-server", args->on_server,
+                "run the verify on the server (-r https://HOST:PORT/STORE) as a task, with its "
+                "quarantine and verify state; needs a verify or admin token");
+  cmd->add_flag("--detach", args->detach,
+                "with --on-server: print the task id and return at once (cairn task show)");
   AddBenchOptions(cmd, &args->bench);
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }

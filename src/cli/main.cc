@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
+#include "cli/cmd_task.h"
 
 int main(int argc, char** argv) {
   using namespace cairn::cli;
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   RegisterSnapshots(app, ctx);
   RegisterRestore(app, ctx);
   RegisterVerify(app, ctx);
+  RegisterTask(app, ctx);
   RegisterTree(app, ctx);
   RegisterPrune(app, ctx);
   RegisterGc(app, ctx);

@@ -24,6 +24,7 @@
 
 #include "base/env.h"
 #include "datastore/snapshot_ref.h"
+#include "datastore/snapshot_target.h"
 #include "index/dynamic_index.h"
 #include "index/fixed_index.h"
 #include "index/manifest.h"
@@ -65,10 +66,14 @@ class Datastore {
   // Where restore, verify, ls and cat read chunks: the local chunk store,
   // or, for a client of a server, the server (remote/remote_repo.h; the
   // local store is then an empty cache of metadata).
-  store::ChunkSource& source() const { return remote_ ? *remote_ : *chunks_; }
+  store::ChunkSource& source() const { return remote_ ? remote_->Source() : *chunks_; }
+  // Where a backup stores chunks: the local chunk store, or the server's
+  // backup session (only while its SnapshotWriter is alive).
+  store::ChunkSink& sink() const { return remote_ ? remote_->Sink() : *chunks_; }
   bool is_remote() const { return remote_ != nullptr; }
+  RemoteBackend* remote() const { return remote_.get(); }
   // Set once, right after Open.
-  void SetRemoteSource(std::shared_ptr<store::ChunkSource> source) { remote_ = std::move(source); }
+  void SetRemote(std::shared_ptr<RemoteBackend> remote) { remote_ = std::move(remote); }
 
   std::string GroupDir(const GroupRef& g) const { return JoinPath(path_, g.RelDir()); }
   std::string SnapshotDir(const SnapshotRef& s) const { return JoinPath(path_, s.RelDir()); }
@@ -142,7 +147,7 @@ class Datastore {
   std::string path_;
   std::unique_ptr<store::LocalChunkStore> chunks_;
   std::shared_ptr<const crypto::CryptConfig> key_;
-  std::shared_ptr<store::ChunkSource> remote_;
+  std::shared_ptr<RemoteBackend> remote_;
 };
 
 inline constexpr char kDatastoreMarker[] = ".cairn-datastore";

@@ -12,8 +12,8 @@ Status RemoveSnapshotDir(Env& env, const std::string& dir) {
   return env.RemoveDir(dir);
 }
 
-Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::Begin(const Datastore& store,
-                                                              const SnapshotRef& snap) {
+Result<std::unique_ptr<LocalSnapshotTarget>> LocalSnapshotTarget::Begin(const Datastore& store,
+                                                                        const SnapshotRef& snap) {
   CAIRN_ASSIGN_OR_RETURN(auto lock, store.LockGroup(snap.group));
   CAIRN_ASSIGN_OR_RETURN(auto registration, store.RegisterWriter());
   Env& env = store.env();
@@ -30,21 +30,17 @@ Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::Begin(const Datastore& s
   }
   CAIRN_RETURN_IF_ERROR(env.CreateDir(dir));
   CAIRN_RETURN_IF_ERROR(env.SyncDir(DirName(dir)));
-  std::unique_ptr<SnapshotWriter> w(
-      new SnapshotWriter(store, snap, std::move(lock), std::move(registration)));
-  w->dir_ = dir;
-  w->manifest_.type = snap.group.type;
-  w->manifest_.id = snap.group.id;
-  w->manifest_.time = snap.TimeString();
-  w->manifest_.ns = snap.group.ns;
-  return w;
+  std::unique_ptr<LocalSnapshotTarget> t(
+      new LocalSnapshotTarget(store, std::move(lock), std::move(registration)));
+  t->dir_ = dir;
+  return t;
 }
 
-SnapshotWriter::~SnapshotWriter() {
+LocalSnapshotTarget::~LocalSnapshotTarget() {
   if (!committed_ && !dir_.empty()) RemoveSnapshotDir(store_.env(), dir_).IgnoreError();
 }
 
-Status SnapshotWriter::WriteArchiveFile(const std::string& file, ByteSpan data) {
+Status LocalSnapshotTarget::WriteFile(const std::string& file, ByteSpan data) {
   Env& env = store_.env();
   std::string path = JoinPath(dir_, file);
   std::string tmp = path + ".tmp";
@@ -57,12 +53,40 @@ Status SnapshotWriter::WriteArchiveFile(const std::string& file, ByteSpan data) 
   return env.Rename(tmp, path);
 }
 
+Status LocalSnapshotTarget::Commit(ByteSpan manifest) {
+  Env& env = store_.env();
+  // Order matters: chunks, then archive files, then the manifest.
+  CAIRN_RETURN_IF_ERROR(store_.chunks().Flush());
+  CAIRN_RETURN_IF_ERROR(env.SyncDir(dir_));
+  CAIRN_RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(dir_, index::kManifestFileName), manifest));
+  committed_ = true;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<SnapshotWriter>> SnapshotWriter::Begin(const Datastore& store,
+                                                              const SnapshotRef& snap) {
+  std::unique_ptr<SnapshotTarget> target;
+  if (store.remote() != nullptr) {
+    CAIRN_ASSIGN_OR_RETURN(target, store.remote()->BeginSnapshot(snap));
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(target, LocalSnapshotTarget::Begin(store, snap));
+  }
+  std::unique_ptr<SnapshotWriter> w(new SnapshotWriter(store, snap, std::move(target)));
+  w->manifest_.type = snap.group.type;
+  w->manifest_.id = snap.group.id;
+  w->manifest_.time = snap.TimeString();
+  w->manifest_.ns = snap.group.ns;
+  return w;
+}
+
+SnapshotWriter::~SnapshotWriter() = default;
+
 Status SnapshotWriter::AddImage(const std::string& name, const index::FixedIndex& idx) {
   index::ArchiveEntry entry{name, index::ArchiveKind::kImage, idx.image_size(), idx.csum(),
                             idx.chunk_size()};
   if (manifest_.Find(name))
     return InvalidArgumentError(fmt::format("archive {} given twice", name));
-  CAIRN_RETURN_IF_ERROR(WriteArchiveFile(entry.FileName(), idx.Encode()));
+  CAIRN_RETURN_IF_ERROR(target_->WriteFile(entry.FileName(), idx.Encode()));
   manifest_.archives.push_back(std::move(entry));
   return Status::Ok();
 }
@@ -74,8 +98,8 @@ Status SnapshotWriter::AddTree(const std::string& name, const index::DynamicInde
   index::ArchiveEntry entry{name, index::ArchiveKind::kTree, data.size(), data.csum(), 0};
   entry.meta_size = meta.size();
   entry.meta_csum = meta.csum();
-  CAIRN_RETURN_IF_ERROR(WriteArchiveFile(entry.MetaFileName(), meta.Encode()));
-  CAIRN_RETURN_IF_ERROR(WriteArchiveFile(entry.FileName(), data.Encode()));
+  CAIRN_RETURN_IF_ERROR(target_->WriteFile(entry.MetaFileName(), meta.Encode()));
+  CAIRN_RETURN_IF_ERROR(target_->WriteFile(entry.FileName(), data.Encode()));
   manifest_.archives.push_back(std::move(entry));
   return Status::Ok();
 }
@@ -88,22 +112,16 @@ Status SnapshotWriter::AddBlob(const std::string& name, ByteSpan plaintext) {
   CAIRN_ASSIGN_OR_RETURN(Bytes stored, blob::Encode(plaintext, options));
   index::ArchiveEntry entry{name, index::ArchiveKind::kBlob, plaintext.size(),
                             crypto::Sha256(stored), 0};
-  CAIRN_RETURN_IF_ERROR(WriteArchiveFile(entry.FileName(), stored));
+  CAIRN_RETURN_IF_ERROR(target_->WriteFile(entry.FileName(), stored));
   manifest_.archives.push_back(std::move(entry));
   return Status::Ok();
 }
 
 Status SnapshotWriter::Commit(const std::string& created_by) {
-  Env& env = store_.env();
-  manifest_.created_unix = env.NowUnixSeconds();
+  manifest_.created_unix = store_.env().NowUnixSeconds();
   manifest_.created_by = created_by;
-  // Order matters: chunks, then archive files, then the manifest.
-  CAIRN_RETURN_IF_ERROR(store_.chunks().Flush());
-  CAIRN_RETURN_IF_ERROR(env.SyncDir(dir_));
   CAIRN_ASSIGN_OR_RETURN(Bytes stored, index::EncodeManifest(manifest_, store_.key()));
-  CAIRN_RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(dir_, index::kManifestFileName), stored));
-  committed_ = true;
-  return Status::Ok();
+  return target_->Commit(stored);
 }
 
 }  // namespace cairn::datastore

@@ -96,33 +96,6 @@ bool PercentDecode(std::string_view in, bool plus_is_space, std::string* out) {
   return true;
 }
 
-// Fills path and query of `req` from its target; false when it does not
-// decode or is not in origin form ("/…").
-bool DecodeTarget(HttpRequest* req) {
-  std::string_view target = req->target;
-  if (target.empty() || target.front() != '/') return false;
-  size_t q = target.find('?');
-  std::string_view path = target.substr(0, q);
-  if (!PercentDecode(path, false, &req->path)) return false;
-  if (q == std::string_view::npos) return true;
-  std::string_view query = target.substr(q + 1);
-  std::string name, value;
-  while (!query.empty()) {
-    size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    size_t eq = pair.find('=');
-    std::string_view raw_value = eq == std::string_view::npos ? "" : pair.substr(eq + 1);
-    if (!PercentDecode(pair.substr(0, eq), true, &name) ||
-        !PercentDecode(raw_value, true, &value)) {
-      return false;
-    }
-    req->query[name] = value;
-  }
-  return true;
-}
-
 std::string Lowercase(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
@@ -326,7 +299,9 @@ class Session : public std::enable_shared_from_this<Session> {
     HttpRequest req;
     req.method = std::string(message.method_string());
     req.target = std::string(message.target());
-    if (!DecodeTarget(&req)) return Reject(400, "malformed request target");
+    if (!DecodeRequestTarget(req.target, &req.path, &req.query)) {
+      return Reject(400, "malformed request target");
+    }
     for (const auto& field : message) {
       std::string name = Lowercase(std::string(field.name_string()));
       auto [it, inserted] = req.headers.emplace(name, std::string(field.value()));
@@ -769,6 +744,32 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerOptions& optio
 ServerStats HttpServer::stats() const { return impl_->stats(); }
 void HttpServer::Stop(std::chrono::milliseconds grace) { impl_->Stop(grace); }
 void HttpServer::Wait() { impl_->Wait(); }
+
+bool DecodeRequestTarget(std::string_view target, std::string* path,
+                         std::map<std::string, std::string>* query) {
+  path->clear();
+  query->clear();
+  if (target.empty() || target.front() != '/') return false;
+  size_t q = target.find('?');
+  if (!PercentDecode(target.substr(0, q), false, path)) return false;
+  if (q == std::string_view::npos) return true;
+  std::string_view rest = target.substr(q + 1);
+  std::string name, value;
+  while (!rest.empty()) {
+    size_t amp = rest.find('&');
+    std::string_view pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    std::string_view raw_value = eq == std::string_view::npos ? "" : pair.substr(eq + 1);
+    if (!PercentDecode(pair.substr(0, eq), true, &name) ||
+        !PercentDecode(raw_value, true, &value)) {
+      return false;
+    }
+    (*query)[name] = value;
+  }
+  return true;
+}
 
 Result<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text) {
   auto bad = [&](std::string_view why) {

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -121,6 +122,14 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
   std::vector<std::string> endpoints_;
 };
+
+// Splits a request target ("/api/v1/x?a=1&b=%2F") into its percent-decoded
+// path and query parameters ("+" is a space in the query; a repeated name
+// keeps its last value), as the server does before any handler runs. False
+// (400) when the target is not in origin form ("/…"), has a broken "%"
+// escape, or decodes to a NUL byte. Exposed for tests and fuzzing.
+bool DecodeRequestTarget(std::string_view target, std::string* path,
+                         std::map<std::string, std::string>* query);
 
 // Splits "HOST:PORT" / "[V6]:PORT". InvalidArgument on anything else.
 Result<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text);

@@ -4,11 +4,10 @@
 #include <chrono>
 #include <cstring>
 #include <future>
-#include <map>
 
 #include <fmt/format.h>
 
-#include "format/coding.h"
+#include "remote/chunk_frames.h"
 #include "server/api.h"
 
 namespace cairn::remote {
@@ -16,7 +15,7 @@ namespace {
 
 constexpr size_t kMaxBatch = 64;
 constexpr int kMaxAttempts = 4;
-constexpr uint32_t kMaxFramePayload = 64u << 20;  // far above the largest chunk
+constexpr uint32_t kMaxFramePayload = kMaxChunkFramePayload;
 
 }  // namespace
 
@@ -131,96 +130,53 @@ void RemoteChunkSource::Worker() {
 
 Status RemoteChunkSource::FetchBatch(std::vector<Pending>* batch) {
   Bytes body(batch->size() * 32);
-  std::multimap<store::ChunkId, size_t> waiting;
+  std::vector<crypto::Digest> asked(batch->size());
   for (size_t i = 0; i < batch->size(); ++i) {
-    std::memcpy(&body[i * 32], (*batch)[i].id.data(), 32);
-    waiting.emplace((*batch)[i].id, i);
+    asked[i] = (*batch)[i].id;
+    std::memcpy(&body[i * 32], asked[i].data(), 32);
   }
-  std::vector<bool> answered(batch->size(), false);
-  size_t answered_count = 0;
-  // Frames arrive in pieces of any size: header, then payload. The payload
-  // of a good chunk goes straight into the reader's buffer when it gave one.
-  Bytes header;
-  Bytes message;  // payload of an error frame, or of a ReadAsync read
-  Bytes* target = nullptr;
-  size_t index = 0;
-  uint32_t want = 0;
-  bool in_payload = false;
-  auto begin_frame = [&]() -> Status {
-    store::ChunkId id;
-    std::memcpy(id.data(), header.data(), 32);
-    auto it = waiting.find(id);
-    if (it == waiting.end()) {
-      return DataLossError(fmt::format("server {} sent chunk {} that was not asked for",
-                                       client_->url().ToString(), crypto::DigestHex(id)));
-    }
-    want = format::GetU32(&header[33]);
-    if (want > kMaxFramePayload) {
-      return DataLossError(fmt::format("server {} sent a frame of {} bytes",
-                                       client_->url().ToString(), want));
-    }
-    index = it->second;
-    waiting.erase(it);
-    Pending& p = (*batch)[index];
-    target = header[32] == server::kFrameOk && p.out != nullptr ? p.out : &message;
-    target->clear();
-    target->reserve(want);
-    return Status::Ok();
-  };
-  auto end_frame = [&] {
-    answered[index] = true;
-    ++answered_count;
-    Pending& p = (*batch)[index];
-    uint8_t status = header[32];
-    if (status == server::kFrameOk) {
-      if (target == p.out) {
-        p.done_into(Status::Ok());
-      } else {
-        p.Finish(std::move(message));
-        message = Bytes();
-      }
-    } else {
-      std::string where = fmt::format("server {}: chunk {}: {}", client_->url().ToString(),
-                                      crypto::DigestHex(p.id), AsStringView(message));
-      p.Finish(status == server::kFrameNotFound ? NotFoundError(where) : UnavailableError(where));
-    }
-  };
-  Status s = client_->CallStreaming(
-      "POST", client_->StorePath("/chunks"), body, [&](ByteSpan piece) -> Status {
-        while (!piece.empty() || (in_payload && target->size() == want)) {
-          if (!in_payload) {
-            size_t n = std::min(piece.size(), server::kFrameHeaderSize - header.size());
-            header.insert(header.end(), piece.begin(), piece.begin() + n);
-            piece = piece.subspan(n);
-            if (header.size() < server::kFrameHeaderSize) break;
-            CAIRN_RETURN_IF_ERROR(begin_frame());
-            in_payload = true;
+  const std::string where_from = "server " + client_->url().ToString();
+  // The payload of a good chunk goes straight into the reader's buffer
+  // when it gave one; an error message or a ReadAsync chunk into the
+  // parser's own.
+  ChunkFrameParser parser(
+      asked,
+      [&](size_t index, uint8_t status, Bytes& payload) {
+        Pending& p = (*batch)[index];
+        if (status == server::kFrameOk) {
+          if (&payload == p.out) {
+            p.done_into(Status::Ok());
+          } else {
+            p.Finish(std::move(payload));
+            payload = Bytes();
           }
-          size_t n = std::min<size_t>(piece.size(), want - target->size());
-          target->insert(target->end(), piece.begin(), piece.begin() + n);
-          piece = piece.subspan(n);
-          if (target->size() == want) {
-            end_frame();
-            header.clear();
-            in_payload = false;
-          }
+        } else {
+          std::string where = fmt::format("{}: chunk {}: {}", where_from, crypto::DigestHex(p.id),
+                                          AsStringView(payload));
+          p.Finish(status == server::kFrameNotFound ? NotFoundError(where)
+                                                    : UnavailableError(where));
         }
-        return Status::Ok();
-      });
+      },
+      [&](size_t index, uint8_t status) -> Bytes* {
+        return status == server::kFrameOk ? (*batch)[index].out : nullptr;
+      },
+      kMaxFramePayload);
+  Status s = client_->CallStreaming("POST", client_->StorePath("/chunks"), body,
+                                    [&](ByteSpan piece) -> Status {
+                                      Status fed = parser.Feed(piece);
+                                      return fed.ok() ? fed : fed.WithContext(where_from);
+                                    });
   {
     std::lock_guard lock(mu_);
-    stats_.chunks += answered_count;
+    stats_.chunks += parser.frames();
   }
   // Keep only what is still unanswered.
   std::vector<Pending> left;
   for (size_t i = 0; i < batch->size(); ++i) {
-    if (!answered[i]) left.push_back(std::move((*batch)[i]));
+    if (!parser.answered(i)) left.push_back(std::move((*batch)[i]));
   }
   *batch = std::move(left);
-  if (s.ok() && !batch->empty()) {
-    return UnavailableError(fmt::format("server {} ended a batch with {} chunks unsent",
-                                        client_->url().ToString(), batch->size()));
-  }
+  if (s.ok() && !batch->empty()) return parser.Finish().WithContext(where_from);
   return s;
 }
 

@@ -198,7 +198,7 @@ Result<Bytes> RemoteClient::Call(std::string_view method, const std::string& pat
       continue;
     }
     Release(std::move(*c));
-    if (response->status == 200) return std::move(response->body);
+    if (response->status / 100 == 2) return std::move(response->body);
     last = ErrorFor(*response, method, path);
     if (response->status != 503) return last;
   }
@@ -228,7 +228,7 @@ Status RemoteClient::CallStreaming(std::string_view method, const std::string& p
       continue;
     }
     Release(std::move(*c));
-    if (response->status == 200) return Status::Ok();
+    if (response->status / 100 == 2) return Status::Ok();
     last = ErrorFor(*response, method, path);
     if (response->status != 503) return last;
   }

@@ -1,5 +1,7 @@
 #include "remote/remote_repo.h"
 
+#include "remote/remote_backend.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "index/manifest.h"
+#include "remote/remote_backend.h"
 #include "remote/remote_chunk_source.h"
 
 namespace cairn::remote {
@@ -214,7 +217,7 @@ Result<std::unique_ptr<datastore::Datastore>> OpenMirror(Env& env,
       CAIRN_RETURN_IF_ERROR(RemoveSnapshotDir(env, store->SnapshotDir(snap)));
     }
   }
-  store->SetRemoteSource(std::make_shared<RemoteChunkSource>(client));
+  store->SetRemote(std::make_shared<RemoteStoreBackend>(client));
   return store;
 }
 

@@ -18,16 +18,20 @@ namespace {
 using nlohmann::json;
 
 constexpr uint64_t kMaxSnapshotFile = uint64_t{1} << 30;  // indexes of 4 TiB images fit
-constexpr char kOwnerFileName[] = "owner";
+
+// Client input echoed in a message need not be UTF-8: replaced, not thrown.
+std::string Dump(const json& body) {
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 void SendJson(net::ResponseWriter& response, int status, const json& body) {
-  std::string text = body.dump();
+  std::string text = Dump(body);
   response.Send(status, "application/json", AsBytes(text));
 }
 
 void SendError(net::ResponseWriter& response, int status, std::string_view message,
                bool auth_challenge = false) {
-  std::string text = json{{"error", message}}.dump();
+  std::string text = Dump(json{{"error", message}});
   std::vector<std::pair<std::string, std::string>> headers;
   if (auth_challenge) headers.emplace_back("WWW-Authenticate", "Bearer realm=\"cairn\"");
   response.Send(status, "application/json", AsBytes(text), headers);
@@ -84,9 +88,10 @@ class Handling {
  public:
   Handling(Env& env, Logger& logger, TokenStore& tokens,
            const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores,
-           const net::HttpRequest& request, net::ResponseWriter& response)
-      : env_(env), logger_(logger), tokens_(tokens), stores_(stores), req_(request),
-        res_(response) {}
+           SessionRegistry& sessions, const net::HttpRequest& request,
+           net::ResponseWriter& response)
+      : env_(env), logger_(logger), tokens_(tokens), stores_(stores), sessions_(sessions),
+        req_(request), res_(response) {}
 
   void Run() {
     auto seg = Segments(req_.path);
@@ -116,6 +121,14 @@ class Handling {
       if (seg.size() == 3 && what == "file") return GetFile();
       if (seg.size() == 4 && what == "chunk") return GetChunk(seg[3]);
       if (seg.size() == 3 && what == "chunks") return GetChunks();
+      if (seg.size() >= 3 && seg.size() <= 5 && what == "backup") return Backup(seg);
+    }
+    // Server-side tasks (server/tasks.h): POST …/stores/S/verify (S was
+    // picked and checked by the stores block above), GET tasks, tasks/ID,
+    // tasks/ID/log.
+    if ((seg.size() == 3 && seg[0] == "stores" && seg[2] == "verify") ||
+        (!seg.empty() && seg.size() <= 3 && seg[0] == "tasks")) {
+      return TaskRoutes(seg);
     }
     SendError(res_, 404, fmt::format("no such resource: {}", req_.path));
   }
@@ -177,11 +190,7 @@ class Handling {
   // token that created the group).
   bool OwnsGroup(const datastore::GroupRef& group) {
     if (token_.role != Role::kBackup) return true;
-    auto owner = ReadWholeFile(env_, JoinPath(store_->GroupDir(group), kOwnerFileName), 4096);
-    if (!owner.ok()) return false;
-    std::string_view text = AsStringView(*owner);
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
-    return text == token_.name;
+    return ReadGroupOwner(env_, store_->GroupDir(group)) == token_.name;
   }
 
   void ListSnapshots() {
@@ -243,24 +252,91 @@ class Handling {
     res_.Send(200, "application/octet-stream", *data);
   }
 
-  // Chunks are served to tokens that may read the whole datastore; a backup
-  // token (its own groups only) would need the set of digests those groups
-  // reference, which is not built yet.
+  // Chunks are served to tokens that may read the whole datastore. A backup
+  // token reads only during one of its backup sessions, and only the chunks
+  // that session's base or uploads hold (MayReadChunk).
   bool MayReadChunks() {
     if (!Allowed(Action::kRead, "read chunks")) return false;
-    if (token_.role == Role::kBackup) {
-      SendError(res_, 403, fmt::format("token '{}' (role backup) may not read chunks by digest; "
-                                       "use a reader token to restore",
+    if (token_.role == Role::kBackup && !sessions_.HasSession(token_.name, store_name_)) {
+      SendError(res_, 403, fmt::format("token '{}' (role backup) may read chunks only of its "
+                                       "backup's base, during the backup; use a reader token "
+                                       "to restore",
                                        token_.name));
       return false;
     }
     return true;
+  }
+  bool MayReadChunk(const crypto::Digest& id) {
+    return token_.role != Role::kBackup || sessions_.MayRead(token_.name, store_name_, id);
+  }
+
+  // Backup sessions (server/backup_session.h): …/backup, …/backup/ID and
+  // …/backup/ID/{base,chunks,file,finish}.
+  void Backup(const std::vector<std::string_view>& seg) {
+    if (seg.size() == 3) {
+      if (!Method("POST") || !Allowed(Action::kBackup, "create snapshots")) return;
+      json body = json::parse(AsStringView(req_.body), nullptr, false);
+      if (!body.is_object() || !body["type"].is_string() || !body["id"].is_string() ||
+          !body["time"].is_string() || (body.contains("ns") && !body["ns"].is_string())) {
+        return SendError(res_, 400, "the body must be {\"ns\", \"type\", \"id\", \"time\"}");
+      }
+      std::string ns = body.value("ns", "");
+      auto spec = datastore::ParseSnapshotSpec(
+          ns, fmt::format("{}/{}/{}", body["type"].get<std::string>(),
+                          body["id"].get<std::string>(), body["time"].get<std::string>()));
+      if (!spec.ok()) return SendError(res_, 400, spec.status().message());
+      if (spec->latest) return SendError(res_, 400, "a new snapshot needs a time, not 'latest'");
+      datastore::SnapshotRef snap{spec->group, spec->time};
+      auto id = sessions_.Begin(token_.name, store_name_, *store_, snap,
+                                token_.role == Role::kBackup);
+      if (!id.ok()) return SendError(res_, HttpStatusFor(id.status()), id.status().message());
+      return SendJson(res_, 201, json{{"session", *id}, {"snapshot", snap.ToString()}});
+    }
+    std::string id(seg[3]);
+    if (seg.size() == 4) {
+      if (!Method("DELETE") || !Allowed(Action::kBackup, "create snapshots")) return;
+      auto session = sessions_.Find(id, token_.name, store_name_);
+      if (!session.ok()) return SendError(res_, 404, session.status().message());
+      sessions_.Abort(id);
+      return SendJson(res_, 200, json{{"aborted", id}});
+    }
+    if (!Method("POST") || !Allowed(Action::kBackup, "create snapshots")) return;
+    auto session = sessions_.Find(id, token_.name, store_name_);
+    if (!session.ok()) return SendError(res_, 404, session.status().message());
+    std::string_view what = seg[4];
+    Status s;
+    if (what == "base") {
+      json body = json::parse(AsStringView(req_.body), nullptr, false);
+      if (!body.is_object() || !body["time"].is_string()) {
+        return SendError(res_, 400, "the body must be {\"time\": \"…\"}");
+      }
+      s = sessions_.UseBase(**session, body["time"].get<std::string>());
+    } else if (what == "chunks") {
+      auto r = sessions_.UploadChunks(**session, req_.body);
+      if (r.ok()) {
+        return SendJson(res_, 200, json{{"chunks", r->chunks}, {"inserted", r->inserted},
+                                        {"stored_bytes", r->stored_bytes}});
+      }
+      s = r.status();
+    } else if (what == "file") {
+      s = sessions_.PutFile(**session, Query(req_, "name"), req_.body);
+    } else if (what == "finish") {
+      session->reset();  // Finish takes the session out of the registry
+      auto snap = sessions_.Finish(id, req_.body);
+      if (snap.ok()) return SendJson(res_, 200, json{{"snapshot", snap->ToString()}});
+      s = snap.status();
+    } else {
+      return SendError(res_, 404, fmt::format("no such resource: {}", req_.path));
+    }
+    if (!s.ok()) return SendError(res_, HttpStatusFor(s), s.message());
+    SendJson(res_, 200, json::object());
   }
 
   void GetChunk(std::string_view hex) {
     if (!Method("GET") || !MayReadChunks()) return;
     auto id = crypto::ParseDigestHex(hex);
     if (!id.ok()) return SendError(res_, 400, fmt::format("'{}' is not a chunk digest", hex));
+    if (!MayReadChunk(*id)) return SendError(res_, 404, fmt::format("no chunk {}", hex));
     auto data = store_->chunks().Read(*id);
     if (!data.ok()) return SendError(res_, HttpStatusFor(data.status()), data.status().message());
     res_.Send(200, "application/octet-stream", *data);
@@ -284,7 +360,8 @@ class Handling {
     for (const crypto::Digest& id : ids) {
       frame.resize(kFrameHeaderSize);
       std::memcpy(frame.data(), id.data(), 32);
-      Status s = store_->chunks().ReadInto(id, &scratch_);
+      Status s = MayReadChunk(id) ? store_->chunks().ReadInto(id, &scratch_)
+                                  : NotFoundError(fmt::format("no chunk {}", crypto::DigestHex(id)));
       ByteSpan payload;
       std::string message;
       if (s.ok()) {
@@ -301,10 +378,90 @@ class Handling {
     res_.End().IgnoreError();
   }
 
+  // --- Server-side tasks (server/tasks.h) ---
+ public:
+  Handling& WithTasks(TaskManager* tasks) {
+    tasks_ = tasks;
+    return *this;
+  }
+
+ private:
+  // A task is visible to the token that started it and to admin tokens of
+  // its datastore; to everyone else it does not exist (404).
+  bool TaskVisible(const TaskInfo& task) const {
+    if (!TokenCoversStore(token_, task.store)) return false;
+    return token_.role == Role::kAdmin || task.token == token_.name;
+  }
+
+  void TaskRoutes(const std::vector<std::string_view>& seg) {
+    if (tasks_ == nullptr) return SendError(res_, 503, "this server runs no tasks");
+    if (seg[0] == "stores") {  // POST …/stores/S/verify
+      if (!Method("POST")) return;
+      if (!Allows(token_.role, Action::kVerify)) {
+        return SendError(res_, 403, fmt::format("token '{}' (role {}) may not start a verify on "
+                                                "the server in datastore '{}': that takes a "
+                                                "token with role verify or admin",
+                                                token_.name, RoleName(token_.role), store_name_));
+      }
+      json body = req_.body.empty() ? json(nullptr)
+                                    : json::parse(AsStringView(req_.body), nullptr, false);
+      if (body.is_discarded()) return SendError(res_, 400, "the body must be JSON");
+      auto params = VerifyTaskParams::FromJson(body);
+      if (!params.ok()) return SendError(res_, 400, params.status().message());
+      auto started = tasks_->StartVerify(store_name_, token_.name, *params);
+      if (!started.ok()) {
+        return SendError(res_, HttpStatusFor(started.status()), started.status().message());
+      }
+      if (started->already_running) {
+        return SendJson(res_, 409, json{{"error", fmt::format("a verify of datastore '{}' is "
+                                                              "already running: task {}",
+                                                              store_name_, started->id)},
+                                        {"task", started->id}});
+      }
+      return SendJson(res_, 202, json{{"task", started->id}});
+    }
+    if (!Method("GET")) return;
+    if (seg.size() == 1) {  // GET tasks
+      json list = json::array();
+      for (const TaskInfo& t : tasks_->List()) {
+        if (TaskVisible(t)) list.push_back(t.ToJson());
+      }
+      return SendJson(res_, 200, json{{"tasks", std::move(list)}});
+    }
+    std::string id(seg[1]);
+    auto info = tasks_->Get(id);
+    if (!info.ok() && info.status().code() != StatusCode::kNotFound) {
+      return SendError(res_, HttpStatusFor(info.status()), info.status().message());
+    }
+    if (!info.ok() || !TaskVisible(*info)) {
+      return SendError(res_, 404, fmt::format("no task '{}'", id));
+    }
+    if (seg.size() == 2) return SendJson(res_, 200, info->ToJson());
+    if (seg[2] != "log") return SendError(res_, 404, fmt::format("no such resource: {}", req_.path));
+    size_t since = 0;
+    if (std::string text = Query(req_, "since"); !text.empty()) {
+      char* end = nullptr;
+      unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+      if (*end != '\0' || text[0] == '-') {
+        return SendError(res_, 400, fmt::format("since={}: expected a line number", text));
+      }
+      since = static_cast<size_t>(v);
+    }
+    size_t total = 0;
+    auto lines = tasks_->Log(id, since, &total);
+    if (!lines.ok()) return SendError(res_, HttpStatusFor(lines.status()), lines.status().message());
+    std::string text;
+    for (const std::string& line : *lines) text += line + "\n";
+    res_.Send(200, "text/plain; charset=utf-8", AsBytes(text),
+              {{"X-Cairn-Log-Lines", std::to_string(total)}});
+  }
+
+  TaskManager* tasks_ = nullptr;
   Env& env_;
   Logger& logger_;
   TokenStore& tokens_;
   const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores_;
+  SessionRegistry& sessions_;
   const net::HttpRequest& req_;
   net::ResponseWriter& res_;
   Token token_;
@@ -318,10 +475,13 @@ class Handling {
 Api::Api(Env& env, Logger& logger, TokenStore& tokens,
          std::map<std::string, std::unique_ptr<datastore::Datastore>> stores, ApiOptions options)
     : env_(env), logger_(logger), tokens_(tokens), stores_(std::move(stores)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      sessions_(std::make_unique<SessionRegistry>(logger, options_.session_timeout)) {}
 
 void Api::Handle(const net::HttpRequest& request, net::ResponseWriter& response) {
-  Handling(env_, logger_, tokens_, stores_, request, response).Run();
+  Handling(env_, logger_, tokens_, stores_, *sessions_, request, response)
+      .WithTasks(tasks_.get())
+      .Run();
 }
 
 }  // namespace cairn::server

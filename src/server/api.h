@@ -15,6 +15,8 @@
 #include "base/logging.h"
 #include "datastore/datastore.h"
 #include "net/http_server.h"
+#include "server/backup_session.h"
+#include "server/tasks.h"
 #include "server/tokens.h"
 
 namespace cairn::server {
@@ -52,6 +54,11 @@ class Api {
   TokenStore& tokens_;
   std::map<std::string, std::unique_ptr<datastore::Datastore>> stores_;
   ApiOptions options_;
+  std::unique_ptr<SessionRegistry> sessions_;
+  // Server-side verify tasks (server/tasks.h). Declared after stores_:
+  // destroyed (running tasks cancelled and joined) before the datastores.
+  std::unique_ptr<TaskManager> tasks_ =
+      std::make_unique<TaskManager>(env_, logger_, options_.state_dir, stores_);
 };
 
 }  // namespace cairn::server

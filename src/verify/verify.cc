@@ -345,6 +345,9 @@ class ChunkChecker {
           if (deadline_ns > 0 && !(first && k == 0) && env_.NowMonotonicNanos() >= deadline_ns) {
             return CancelledError("verify slice: time is up");
           }
+          if (options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed)) {
+            return CancelledError("verify cancelled");
+          }
           const ChunkUse& use = use_of(k);
           Status read = source_.ReadInto(use.id, data);
           if (!read.ok()) {
@@ -444,6 +447,7 @@ Status CheckChunks(Env& env, store::ChunkSource& source, const store::LocalChunk
     size_t end = due_stretch ? due_end : todo.size();
     if (!due_stretch && timed && by_inode != nullptr) end = std::min(end, begin + kInodeWindow);
     if (!due_stretch && deadline_ns > 0 && env.NowMonotonicNanos() >= deadline_ns) break;
+    if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) break;
     std::span<uint32_t> stretch(todo.data() + begin, end - begin);
     if (by_inode != nullptr) SortByInode(env, *by_inode, uses, unique, stretch);
     if (options.planned_reads != nullptr) {

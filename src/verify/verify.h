@@ -37,6 +37,7 @@
 // see VerifyReport::pace_bytes).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -102,6 +103,10 @@ struct VerifyOptions {
   // Tests: receives the id of every chunk to be read, in reading order (the
   // order the pipeline starts them), as each stretch is planned.
   std::vector<crypto::Digest>* planned_reads = nullptr;
+  // Optional: once it reads true, no further chunk starts and the run ends
+  // as a max_duration slice does (the rest left for the next run of the
+  // scope). The server's verify tasks use it to stop at shutdown.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // One damaged thing (a chunk, an index, a manifest, a blob), with every

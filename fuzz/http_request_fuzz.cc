@@ -1,0 +1,272 @@
+// Fuzz target for what `cairn serve` does with a client's bytes: Beast's
+// request parser with the server's limits (src/net/http_server.cc), cairn's
+// target decoding (net::DecodeRequestTarget), then server::Api::Handle with
+// an in-memory ResponseWriter, on a small datastore in a temporary directory
+// (one snapshot with a few files, one chunk) and a token store with a
+// reader, a backup and an admin token.
+//
+// The input is what a client sends on one connection: up to 4 pipelined
+// requests. A token's secret cannot be guessed, so in an Authorization
+// header "$R", "$B" and "$A" are replaced by the reader's, backup's and
+// admin's NAME:SECRET (the dictionary has them).
+//
+// Invariants, beyond no crash and clean sanitizers:
+//   - the parser never hands on a body over its limit;
+//   - a target that decodes has a path starting with '/' and no NUL;
+//   - the API answers every request (once), never with a 5xx, and with a
+//     JSON error body for every status >= 400;
+//   - only GET /api/v1/version answers 200 without a real token;
+//   - a 200 from …/file returns one of the planted snapshot files, nothing
+//     else (no path leaves the snapshot directory).
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/http/vector_body.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/env.h"
+#include "base/logging.h"
+#include "datastore/datastore.h"
+#include "net/http_server.h"
+#include "server/api.h"
+#include "server/tokens.h"
+
+#define FUZZ_CHECK(cond)                                                     \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      __builtin_printf("http_request_fuzz: invariant failed: %s\n", #cond); \
+      std::abort();                                                          \
+    }                                                                        \
+  } while (0)
+
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using cairn::Bytes;
+using cairn::ByteSpan;
+
+// The server's header limit; a smaller body limit than its 64 MiB keeps
+// runs fast (the limit's code path is the same).
+constexpr uint32_t kHeaderLimit = 16 << 10;
+constexpr uint64_t kBodyLimit = 64 << 10;
+constexpr int kMaxRequests = 4;
+
+void Check(const cairn::Status& s, const char* what) {
+  if (!s.ok()) {
+    __builtin_printf("http_request_fuzz: setup: %s: %s\n", what, s.ToString().c_str());
+    std::abort();
+  }
+}
+
+// Records what the handler answers.
+class MemoryWriter final : public cairn::net::ResponseWriter {
+ public:
+  void Send(int status, std::string_view content_type, ByteSpan body,
+            const std::vector<std::pair<std::string, std::string>>&) override {
+    ++responses;
+    if (responded_) return;
+    responded_ = true;
+    this->status = status;
+    this->content_type = std::string(content_type);
+    this->body.assign(body.begin(), body.end());
+  }
+  cairn::Status BeginStream(int status, std::string_view content_type) override {
+    ++responses;
+    if (responded_) return cairn::FailedPreconditionError("already responded");
+    responded_ = true;
+    streaming = true;
+    this->status = status;
+    this->content_type = std::string(content_type);
+    return cairn::Status::Ok();
+  }
+  cairn::Status Write(ByteSpan data) override {
+    FUZZ_CHECK(streaming && !ended);
+    body.insert(body.end(), data.begin(), data.end());
+    return cairn::Status::Ok();
+  }
+  cairn::Status End() override {
+    FUZZ_CHECK(streaming && !ended);
+    ended = true;
+    return cairn::Status::Ok();
+  }
+  bool responded() const override { return responded_; }
+
+  int responses = 0;
+  int status = 0;
+  std::string content_type;
+  Bytes body;
+  bool streaming = false;
+  bool ended = false;
+
+ private:
+  bool responded_ = false;
+};
+
+struct World {
+  std::string dir;
+  std::unique_ptr<cairn::Env> env;
+  std::unique_ptr<cairn::Logger> logger;
+  std::unique_ptr<cairn::server::TokenStore> tokens;
+  std::unique_ptr<cairn::server::Api> api;
+  std::string reader, backup, admin;  // NAME:SECRET
+  std::set<std::string> files;        // contents of the planted snapshot files
+
+  World() {
+    const char* tmp = getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/cairn-http-fuzz-XXXXXX";
+    FUZZ_CHECK(mkdtemp(templ.data()) != nullptr);
+    dir = templ;
+    env = cairn::NewPosixEnv();
+    logger = cairn::NewNullLogger();
+    std::map<std::string, std::unique_ptr<cairn::datastore::Datastore>> stores;
+    for (const char* name : {"main", "other"}) {
+      std::string path = dir + "/" + name;
+      Check(cairn::datastore::Datastore::Init(*env, path), "init datastore");
+      auto ds = cairn::datastore::Datastore::Open(*env, path);
+      Check(ds.status(), "open datastore");
+      stores[name] = std::move(*ds);
+    }
+    // One finished snapshot (the manifest's presence is what counts) with a
+    // file of each kind, and one chunk.
+    std::string snap = dir + "/main/vm/100/2026-01-01T00:00:00Z";
+    std::filesystem::create_directories(snap);
+    for (const char* f : {"index.json.blob", "disk0.img.fidx", "root.tree.meta.didx",
+                          "root.tree.data.didx", "notes.blob", "verify.json.blob"}) {
+      std::string content = std::string("planted:") + f;
+      Check(cairn::WriteFileAtomic(*env, snap + "/" + f, cairn::AsBytes(content)), "plant file");
+      files.insert(content);
+    }
+    cairn::crypto::Digest id;
+    id.fill(0x11);
+    std::string chunk = "stored chunk bytes";
+    Check(stores["main"]->chunks().Insert(id, cairn::AsBytes(chunk)).status(), "insert chunk");
+    // Something outside every datastore that must never be served.
+    Check(cairn::WriteFileAtomic(*env, dir + "/secret.blob", cairn::AsBytes(std::string("secret"))),
+          "plant secret");
+
+    std::string state = dir + "/state";
+    std::filesystem::create_directories(state);
+    auto t = cairn::server::TokenStore::Open(state);
+    Check(t.status(), "open tokens");
+    tokens = std::move(*t);
+    auto make = [&](const char* name, const char* store, cairn::server::Role role) {
+      auto cred = tokens->Create(name, store, role);
+      Check(cred.status(), "create token");
+      return *cred;
+    };
+    reader = make("r", "main", cairn::server::Role::kReader);
+    backup = make("b", "main", cairn::server::Role::kBackup);
+    admin = make("a", "*", cairn::server::Role::kAdmin);
+    cairn::server::ApiOptions options;
+    options.state_dir = state;
+    api = std::make_unique<cairn::server::Api>(*env, *logger, *tokens, std::move(stores),
+                                              options);
+  }
+};
+
+World& TheWorld() {
+  static World* world = new World();
+  static bool cleanup = [] {
+    atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(TheWorld().dir, ignored);
+    });
+    return true;
+  }();
+  (void)cleanup;
+  return *world;
+}
+
+void ReplaceAll(std::string* s, std::string_view from, const std::string& to) {
+  for (size_t pos = 0; (pos = s->find(from, pos)) != std::string::npos; pos += to.size()) {
+    s->replace(pos, from.size(), to);
+  }
+}
+
+// What the server does with one parsed request (Session::OnRead, then the
+// worker), with the invariants above.
+void Serve(World& w, http::request<http::vector_body<uint8_t>>& message) {
+  cairn::net::HttpRequest req;
+  req.method = std::string(message.method_string());
+  req.target = std::string(message.target());
+  if (!cairn::net::DecodeRequestTarget(req.target, &req.path, &req.query)) return;  // 400
+  FUZZ_CHECK(!req.path.empty() && req.path[0] == '/');
+  FUZZ_CHECK(req.path.find('\0') == std::string::npos);
+  for (const auto& [name, value] : req.query) {
+    FUZZ_CHECK(name.find('\0') == std::string::npos && value.find('\0') == std::string::npos);
+  }
+  bool real_token = false;
+  for (const auto& field : message) {
+    std::string name(field.name_string());
+    for (char& c : name) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    std::string value(field.value());
+    if (name == "authorization") {
+      size_t before = value.size();
+      ReplaceAll(&value, "$R", w.reader);
+      ReplaceAll(&value, "$B", w.backup);
+      ReplaceAll(&value, "$A", w.admin);
+      real_token = real_token || value.size() != before;
+    }
+    auto [it, inserted] = req.headers.emplace(name, value);
+    if (!inserted) it->second += ", " + value;
+  }
+  req.body = std::move(message.body());
+  req.peer = "127.0.0.1:1";
+
+  MemoryWriter res;
+  w.api->Handle(req, res);  // an exception is a finding (the server would answer 500)
+  FUZZ_CHECK(res.responded());
+  FUZZ_CHECK(res.responses == 1);
+  FUZZ_CHECK(res.status >= 200 && res.status < 500);
+  if (res.streaming) FUZZ_CHECK(res.ended);
+  if (res.status >= 400) {
+    auto j = nlohmann::json::parse(res.body.begin(), res.body.end(), nullptr, false);
+    FUZZ_CHECK(!j.is_discarded() && j.contains("error"));
+  }
+  if (res.status == 200 && !real_token) FUZZ_CHECK(req.path == "/api/v1/version");
+  if (res.status == 200 && req.path.ends_with("/file")) {
+    FUZZ_CHECK(w.files.count(std::string(cairn::AsStringView(res.body))) == 1);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  World& w = TheWorld();
+  boost::asio::const_buffer input(data, size);
+  for (int n = 0; n < kMaxRequests && input.size() > 0; ++n) {
+    http::request_parser<http::vector_body<uint8_t>> parser;
+    parser.header_limit(kHeaderLimit);
+    parser.body_limit(kBodyLimit);
+    beast::error_code ec;
+    while (!parser.is_done()) {
+      size_t used = parser.put(input, ec);
+      input += used;
+      if (ec == http::error::need_more) {
+        // All that is left was offered: the connection ends here.
+        parser.put_eof(ec);
+        break;
+      }
+      if (ec || used == 0) break;
+    }
+    if (ec || !parser.is_done()) return 0;  // 400/413/431 or the client went away
+    auto message = parser.release();
+    FUZZ_CHECK(message.body().size() <= kBodyLimit);
+    Serve(w, message);
+    if (!message.keep_alive()) return 0;
+  }
+  return 0;
+}

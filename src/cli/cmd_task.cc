@@ -1,0 +1,280 @@
+// cairn task show -r https://HOST:PORT/STORE ID [--follow] [--log] [--json]
+// cairn task list -r https://HOST:PORT/STORE [--json]
+#include "cli/cmd_task.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/progress_bar.h"
+#include "net/http_client.h"
+#include "net/tls.h"
+#include "pipeline/progress.h"
+
+namespace cairn::cli {
+
+using nlohmann::json;
+
+Result<ServerTarget> ServerTargetFor(Context& ctx) {
+  if (ctx.repo.empty()) {
+    if (const char* env_repo = std::getenv("CAIRN_REPO")) ctx.repo = env_repo;
+  }
+  if (!remote::IsRemoteUrl(ctx.repo)) {
+    return InvalidArgumentError(fmt::format(
+        "'{}' is not a server: tasks run on a cairn server, -r https://HOST:PORT/STORE",
+        ctx.repo));
+  }
+  ServerTarget t;
+  CAIRN_ASSIGN_OR_RETURN(t.url, remote::ParseRemoteUrl(ctx.repo));
+  t.credentials.token = ctx.token;
+  if (t.credentials.token.empty()) {
+    if (const char* tok = std::getenv("CAIRN_TOKEN")) t.credentials.token = tok;
+  }
+  std::string fingerprint = ctx.fingerprint;
+  if (fingerprint.empty()) {
+    if (const char* f = std::getenv("CAIRN_FINGERPRINT")) fingerprint = f;
+  }
+  if (!fingerprint.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(t.credentials.fingerprint, net::NormalizeFingerprint(fingerprint));
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(t.credentials.fingerprint,
+                           remote::LookupTrustedFingerprint(remote::TrustedServersPath(),
+                                                            t.url.host, t.url.port));
+  }
+  return t;
+}
+
+// RemoteClient::Call takes only 200 for success; the start of a task answers
+// 202 (and 409 with the running task's id), so this one request goes over a
+// connection of its own.
+Result<std::string> StartServerVerify(const ServerTarget& target, const json& options,
+                                      bool* already_running) {
+  *already_running = false;
+  net::ClientOptions o;
+  o.host = target.url.host;
+  o.port = target.url.port;
+  o.fingerprint = target.credentials.fingerprint;
+  if (!target.credentials.token.empty()) o.authorization = "Bearer " + target.credentials.token;
+  CAIRN_ASSIGN_OR_RETURN(auto connection, net::HttpConnection::Connect(o));
+  const std::string path = "/api/v1/stores/" + net::UrlEncode(target.url.store) + "/verify";
+  const std::string body = options.dump();
+  CAIRN_ASSIGN_OR_RETURN(net::HttpResponse response,
+                         connection->Request("POST", path, AsBytes(body), "application/json"));
+  json answer = json::parse(AsStringView(response.body), nullptr, false);
+  const bool has_task = answer.is_object() && answer.contains("task") && answer["task"].is_string();
+  if ((response.status == 202 || response.status == 409) && has_task) {
+    *already_running = response.status == 409;
+    return answer["task"].get<std::string>();
+  }
+  std::string message = answer.is_object() && answer.contains("error") && answer["error"].is_string()
+                            ? answer["error"].get<std::string>()
+                            : std::string(AsStringView(response.body).substr(0, 200));
+  std::string text = fmt::format("server {} answered POST {} with {}: {}", target.url.ToString(),
+                                 path, response.status, message);
+  switch (response.status) {
+    case 400: return InvalidArgumentError(text);
+    case 401:
+    case 403: return PermissionDeniedError(text);
+    case 404: return NotFoundError(text);
+    default: return response.status >= 500 ? UnavailableError(text) : UnknownError(text);
+  }
+}
+
+namespace {
+
+Result<json> GetTask(remote::RemoteClient& client, const std::string& id) {
+  CAIRN_ASSIGN_OR_RETURN(Bytes body, client.Call("GET", "/api/v1/tasks/" + net::UrlEncode(id)));
+  json j = json::parse(AsStringView(body), nullptr, false);
+  if (!j.is_object() || !j.contains("state") || !j["state"].is_string()) {
+    return DataLossError(fmt::format("server {}: malformed status of task {}",
+                                     client.url().ToString(), id));
+  }
+  return j;
+}
+
+// Prints the log lines from `*since` on; advances it.
+Status PrintLog(remote::RemoteClient& client, const std::string& id, size_t* since) {
+  CAIRN_ASSIGN_OR_RETURN(
+      Bytes body, client.Call("GET", fmt::format("/api/v1/tasks/{}/log?since={}",
+                                                 net::UrlEncode(id), *since)));
+  std::string_view text = AsStringView(body);
+  for (char c : text) *since += c == '\n';
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+uint64_t U64(const json& j, const char* a, const char* b) {
+  if (!j.contains(a) || !j[a].is_object() || !j[a].contains(b) || !j[a][b].is_number_unsigned()) {
+    return 0;
+  }
+  return j[a][b].get<uint64_t>();
+}
+
+std::string Str(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+
+}  // namespace
+
+Result<json> FollowTask(remote::RemoteClient& client, const std::string& id, bool print_log) {
+  pipeline::Progress progress;
+  const bool terminal = ProgressBar::StderrIsTerminal();
+  std::unique_ptr<ProgressBar> bar;
+  if (terminal && !print_log) bar = std::make_unique<ProgressBar>(progress, stderr, true);
+  size_t since = 0;
+  auto last_line = std::chrono::steady_clock::now();
+  while (true) {
+    CAIRN_ASSIGN_OR_RETURN(json task, GetTask(client, id));
+    if (print_log) CAIRN_RETURN_IF_ERROR(PrintLog(client, id, &since));
+    const uint64_t done = U64(task, "progress", "done_bytes");
+    const uint64_t total = U64(task, "progress", "total_bytes");
+    if (total != progress.total_bytes.load()) progress.StartPhase("verify", total);
+    progress.done_bytes.store(done);
+    if (task["state"] != "running") return task;
+    auto now = std::chrono::steady_clock::now();
+    if (!terminal && !print_log && now - last_line >= std::chrono::seconds(5)) {
+      last_line = now;
+      fmt::print(stderr, "cairn: task {}: verify {} of {} ({:.0f}%)\n", id, HumanBytes(done),
+                 HumanBytes(total), total > 0 ? 100.0 * static_cast<double>(done) / total : 0.0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+}
+
+void PrintTaskOutcome(Context& ctx, const json& task) {
+  const std::string state = Str(task, "state");
+  if (ctx.json) {
+    PrintJson(task);
+  } else {
+    const json& details = task.contains("problem_details") ? task["problem_details"] : json();
+    size_t shown = 0;
+    if (details.is_array()) {
+      for (const json& p : details) {
+        ++shown;
+        fmt::print("BAD {}: {}\n", Str(p, "what"), Str(p, "error"));
+        if (p.contains("affected") && p["affected"].is_array()) {
+          for (const json& a : p["affected"]) {
+            if (a.is_string()) fmt::print("    needed by {}\n", a.get<std::string>());
+          }
+        }
+      }
+    }
+    uint64_t problems = task.contains("problems") && task["problems"].is_number_unsigned()
+                            ? task["problems"].get<uint64_t>()
+                            : 0;
+    if (problems > shown) {
+      fmt::print("… and {} more problems: cairn task show --log {}\n", problems - shown,
+                 Str(task, "id"));
+    }
+    if (!Str(task, "result").empty()) fmt::print("{}\n", Str(task, "result"));
+    if (!Str(task, "summary").empty()) fmt::print("{}\n", Str(task, "summary"));
+  }
+  if (state == "failed") {
+    ctx.exit_code = kExitCorruption;
+  } else if (state == "error") {
+    Fail(ctx, UnknownError(fmt::format("task {} on the server: {}", Str(task, "id"),
+                                       Str(task, "error"))));
+    ctx.exit_code = kExitFailure;
+  }
+}
+
+namespace {
+
+struct ShowArgs {
+  std::string id;
+  bool follow = false;
+  bool log = false;
+};
+
+void PrintTask(const json& t) {
+  fmt::print("task      {}\n", Str(t, "id"));
+  fmt::print("kind      {}\n", Str(t, "kind"));
+  fmt::print("store     {}\n", Str(t, "store"));
+  fmt::print("token     {}\n", Str(t, "token"));
+  fmt::print("state     {}{}\n", Str(t, "state"),
+             Str(t, "error").empty() ? "" : ": " + Str(t, "error"));
+  fmt::print("started   {}\n", Str(t, "started_at"));
+  if (t.contains("params") && t["params"].is_object()) {
+    const json& p = t["params"];
+    std::string scope = Str(p, "snapshot").empty() ? "everything" : Str(p, "snapshot");
+    if (!Str(p, "ns").empty()) scope = "ns " + Str(p, "ns") + " " + scope;
+    fmt::print("scope     {}\n", scope);
+  }
+  const uint64_t done = U64(t, "progress", "done_bytes");
+  const uint64_t total = U64(t, "progress", "total_bytes");
+  fmt::print("progress  {} of {}\n", HumanBytes(done), HumanBytes(total));
+}
+
+void Show(Context& ctx, const ShowArgs& args) {
+  auto target = ServerTargetFor(ctx);
+  if (!target.ok()) return Fail(ctx, target.status());
+  remote::RemoteClient client(target->url, target->credentials);
+  if (args.follow) {
+    auto task = FollowTask(client, args.id, args.log);
+    if (!task.ok()) return Fail(ctx, task.status());
+    return PrintTaskOutcome(ctx, *task);
+  }
+  auto task = GetTask(client, args.id);
+  if (!task.ok()) return Fail(ctx, task.status());
+  if (ctx.json) {
+    PrintJson(*task);
+  } else {
+    if (args.log) {
+      size_t since = 0;
+      if (Status s = PrintLog(client, args.id, &since); !s.ok()) return Fail(ctx, s);
+    } else {
+      PrintTask(*task);
+      if (!Str(*task, "result").empty()) fmt::print("result    {}\n", Str(*task, "result"));
+      if (!Str(*task, "summary").empty()) fmt::print("summary   {}\n", Str(*task, "summary"));
+    }
+  }
+  const std::string state = Str(*task, "state");
+  if (state == "failed") ctx.exit_code = kExitCorruption;
+  if (state == "error") ctx.exit_code = kExitFailure;
+}
+
+void List(Context& ctx) {
+  auto target = ServerTargetFor(ctx);
+  if (!target.ok()) return Fail(ctx, target.status());
+  remote::RemoteClient client(target->url, target->credentials);
+  auto body = client.Call("GET", "/api/v1/tasks");
+  if (!body.ok()) return Fail(ctx, body.status());
+  json j = json::parse(AsStringView(*body), nullptr, false);
+  if (!j.is_object() || !j.contains("tasks") || !j["tasks"].is_array()) {
+    return Fail(ctx, DataLossError("malformed answer to GET /api/v1/tasks"));
+  }
+  if (ctx.json) return PrintJson(j);
+  for (const json& t : j["tasks"]) {
+    fmt::print("{}  {}  {:<7}  {:<8}  {}  {}\n", Str(t, "id"), Str(t, "started_at"),
+               Str(t, "kind"), Str(t, "state"), Str(t, "store"),
+               Str(t, "summary").empty() ? Str(t, "error") : Str(t, "summary"));
+  }
+}
+
+}  // namespace
+
+void RegisterTask(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("task", "show tasks running on a cairn server (verify --on-server)");
+  cmd->require_subcommand(1);
+  auto args = std::make_shared<ShowArgs>();
+  auto* show = cmd->add_subcommand("show", "show a task's status, or follow it to its end");
+  AddRepoOptions(show, ctx);
+  AddJsonOption(show, ctx);
+  show->add_option("ID", args->id, "the task id (printed by verify --on-server --detach)")
+      ->required();
+  show->add_flag("--follow", args->follow,
+                 "wait for the task to end, showing its progress; exit like verify "
+                 "(0 ok, 3 damage found, 1 error)");
+  show->add_flag("--log", args->log, "print the task's log (with --follow: as it grows)");
+  show->callback([&ctx, args] { Show(ctx, *args); });
+  auto* list = cmd->add_subcommand("list", "list the tasks this token may see (admin: all)");
+  AddRepoOptions(list, ctx);
+  AddJsonOption(list, ctx);
+  list->callback([&ctx] { List(ctx); });
+}
+
+}  // namespace cairn::cli

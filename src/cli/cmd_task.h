@@ -1,0 +1,43 @@
+// Tasks on a cairn server (docs/SERVER.md, "Server-side verify and tasks"):
+// `cairn task show|list`, and the client side of `cairn verify --on-server`.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_util.h"
+#include "remote/remote_client.h"
+
+namespace cairn::cli {
+
+// The server named by ctx.repo (https://HOST:PORT/STORE), with the token and
+// fingerprint found as OpenRepo finds them (flags, environment, the
+// trusted-servers file).
+struct ServerTarget {
+  remote::RemoteUrl url;
+  remote::Credentials credentials;
+};
+Result<ServerTarget> ServerTargetFor(Context& ctx);
+
+// POST …/verify with `options` (the JSON body): the new task's id. When a
+// verify of the store is already running, its id, with *already_running.
+Result<std::string> StartServerVerify(const ServerTarget& target, const nlohmann::json& options,
+                                      bool* already_running);
+
+// Polls task `id` until it has ended: a progress bar when stderr is a
+// terminal, else a line every few seconds; with `print_log`, the task's log
+// lines on stdout as they come. Returns the final status.
+Result<nlohmann::json> FollowTask(remote::RemoteClient& client, const std::string& id,
+                                  bool print_log);
+
+// Prints an ended task's problems, result and summary the way the local
+// verify does (or the JSON with --json) and sets the exit code: 0 ok,
+// 3 damage found, 1 error.
+void PrintTaskOutcome(Context& ctx, const nlohmann::json& task);
+
+void RegisterTask(CLI::App& app, Context& ctx);
+
+}  // namespace cairn::cli

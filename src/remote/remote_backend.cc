@@ -1,0 +1,189 @@
+#include "remote/remote_backend.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "format/coding.h"
+#include "server/backup_session.h"
+
+namespace cairn::remote {
+namespace {
+
+using nlohmann::json;
+
+// A batch is sent when it holds this many bytes.
+constexpr size_t kBatchBytes = 4 << 20;
+// Batches waiting per upload thread before Insert() waits.
+constexpr size_t kQueuedPerThread = 2;
+
+// One backup session on the server as a snapshot target.
+class RemoteSnapshotTarget final : public datastore::SnapshotTarget {
+ public:
+  RemoteSnapshotTarget(std::shared_ptr<RemoteClient> client, RemoteChunkSink& sink,
+                       std::string path)
+      : client_(std::move(client)), sink_(sink), path_(std::move(path)) {
+    sink_.StartSession(path_);
+  }
+
+  ~RemoteSnapshotTarget() override {
+    sink_.EndSession();
+    if (!committed_) {
+      // Best effort: the server aborts an idle session by itself anyway.
+      client_->Call("DELETE", path_).status().IgnoreError();
+    }
+  }
+
+  Status UseBase(const datastore::SnapshotRef& base) override {
+    std::string body = json{{"time", base.TimeString()}}.dump();
+    return client_->Call("POST", path_ + "/base", AsBytes(body)).status();
+  }
+
+  Status WriteFile(const std::string& name, ByteSpan data) override {
+    // The indexes reference chunks: those must be on the server first.
+    CAIRN_RETURN_IF_ERROR(sink_.Flush());
+    return client_->Call("POST", path_ + "/file" + QueryString({{"name", name}}), data).status();
+  }
+
+  Status Commit(ByteSpan manifest) override {
+    CAIRN_RETURN_IF_ERROR(sink_.Flush());
+    CAIRN_RETURN_IF_ERROR(client_->Call("POST", path_ + "/finish", manifest).status());
+    committed_ = true;
+    return Status::Ok();
+  }
+
+ private:
+  std::shared_ptr<RemoteClient> client_;
+  RemoteChunkSink& sink_;
+  std::string path_;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+RemoteChunkSink::RemoteChunkSink(std::shared_ptr<RemoteClient> client, int max_connections)
+    : client_(std::move(client)), max_connections_(std::max(1, max_connections)) {}
+
+RemoteChunkSink::~RemoteChunkSink() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void RemoteChunkSink::StartSession(std::string session_path) {
+  std::lock_guard lock(mu_);
+  path_ = std::move(session_path);
+  uploaded_.clear();
+  current_.clear();
+  current_chunks_ = 0;
+  error_ = Status::Ok();
+}
+
+void RemoteChunkSink::EndSession() {
+  std::unique_lock lock(mu_);
+  idle_cv_.wait(lock, [&] { return queue_.empty() && in_flight_ == 0; });
+  path_.clear();
+  uploaded_.clear();
+  current_.clear();
+  current_chunks_ = 0;
+}
+
+Result<store::InsertResult> RemoteChunkSink::Insert(const store::ChunkId& id, ByteSpan stored) {
+  std::unique_lock lock(mu_);
+  if (!error_.ok()) return error_;
+  if (path_.empty()) return FailedPreconditionError("chunk upload outside a backup session");
+  if (!uploaded_.insert(id).second) return store::InsertResult{false, 0};
+  size_t at = current_.size();
+  current_.resize(at + server::kUploadFrameHeaderSize + stored.size());
+  std::memcpy(&current_[at], id.data(), 32);
+  format::PutU32(&current_[at + 32], static_cast<uint32_t>(stored.size()));
+  std::memcpy(&current_[at + server::kUploadFrameHeaderSize], stored.data(), stored.size());
+  ++current_chunks_;
+  stats_.chunks++;
+  stats_.bytes += stored.size();
+  if (current_.size() >= kBatchBytes) QueueCurrent(lock);
+  if (!error_.ok()) return error_;
+  return store::InsertResult{true, stored.size()};
+}
+
+void RemoteChunkSink::QueueCurrent(std::unique_lock<std::mutex>& lock) {
+  if (current_.empty()) return;
+  size_t room = kQueuedPerThread * static_cast<size_t>(max_connections_);
+  cv_.wait(lock, [&] { return queue_.size() < room || !error_.ok(); });
+  if (!error_.ok()) return;
+  queue_.push_back(std::move(current_));
+  current_ = Bytes();
+  current_chunks_ = 0;
+  stats_.batches++;
+  // One more thread while the queue grows, up to the limit.
+  if (static_cast<int>(workers_.size()) < max_connections_ &&
+      queue_.size() + in_flight_ > workers_.size()) {
+    workers_.emplace_back([this] { Worker(); });
+  }
+  cv_.notify_all();
+}
+
+Result<bool> RemoteChunkSink::Contains(const store::ChunkId& id) {
+  std::lock_guard lock(mu_);
+  return uploaded_.contains(id);
+}
+
+Status RemoteChunkSink::Flush() {
+  std::unique_lock lock(mu_);
+  QueueCurrent(lock);
+  idle_cv_.wait(lock, [&] { return queue_.empty() && in_flight_ == 0; });
+  return error_;
+}
+
+RemoteChunkSink::Stats RemoteChunkSink::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void RemoteChunkSink::Worker() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping
+    Bytes batch = std::move(queue_.front());
+    queue_.pop_front();
+    std::string path = path_ + "/chunks";
+    bool failed = !error_.ok();
+    ++in_flight_;
+    cv_.notify_all();  // room for a producer
+    lock.unlock();
+    // A retried upload is harmless: the server keeps a chunk it has.
+    Status s = failed ? Status::Ok() : client_->Call("POST", path, batch).status();
+    lock.lock();
+    --in_flight_;
+    if (!s.ok() && error_.ok()) error_ = s.WithContext("uploading chunks");
+    if (queue_.empty() && in_flight_ == 0) idle_cv_.notify_all();
+    cv_.notify_all();
+  }
+}
+
+RemoteStoreBackend::RemoteStoreBackend(std::shared_ptr<RemoteClient> client)
+    : client_(client), source_(client), sink_(client) {}
+
+Result<std::unique_ptr<datastore::SnapshotTarget>> RemoteStoreBackend::BeginSnapshot(
+    const datastore::SnapshotRef& snap) {
+  json body = {{"ns", snap.group.ns},
+               {"type", snap.group.type},
+               {"id", snap.group.id},
+               {"time", snap.TimeString()}};
+  std::string text = body.dump();
+  CAIRN_ASSIGN_OR_RETURN(Bytes answer, client_->Call("POST", client_->StorePath("/backup"),
+                                                     AsBytes(text)));
+  json reply = json::parse(AsStringView(answer), nullptr, false);
+  if (!reply.is_object() || !reply["session"].is_string()) {
+    return DataLossError(fmt::format("server {}: malformed answer to a backup session start",
+                                     client_->url().ToString()));
+  }
+  std::string path = client_->StorePath("/backup/" + reply["session"].get<std::string>());
+  return std::unique_ptr<datastore::SnapshotTarget>(
+      std::make_unique<RemoteSnapshotTarget>(client_, sink_, path));
+}
+
+}  // namespace cairn::remote

@@ -1,0 +1,100 @@
+// The client side of writing to a server: a datastore opened through a
+// server (remote_repo.h) gets a RemoteStoreBackend, so `cairn backup -r
+// https://…` runs the same backup code as a local one, and only the seam
+// differs (docs/SERVER.md, "Backup sessions"):
+//
+//   - SnapshotWriter::Begin opens a backup session on the server; its
+//     target uploads each index and blob file, and Commit sends the manifest
+//     (built and, with a key, signed on the client, as locally);
+//   - chunks go to a RemoteChunkSink: Insert() adds the chunk to a batch;
+//     full batches (4 MiB) are uploaded by up to 4 threads, each on its own
+//     keep-alive connection, while the backup goes on; Flush() (before the
+//     manifest) waits for all and returns the first error. Memory is bounded
+//     by the batches in flight (2 per thread).
+//
+// What is sent: every chunk the backup does not find in its base snapshot
+// (the dedup base is the previous snapshot's index, as locally, so a second
+// backup of unchanged data uploads nothing). The sink's Contains() answers
+// from the chunks this session uploaded only: the server is never asked
+// whether it holds a chunk (no probing by digest).
+//
+// Thread safety: RemoteChunkSink as store::ChunkSink; one backup session per
+// backend at a time.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "datastore/snapshot_target.h"
+#include "remote/remote_chunk_source.h"
+#include "remote/remote_client.h"
+#include "store/chunk_source.h"
+
+namespace cairn::remote {
+
+class RemoteChunkSink : public store::ChunkSink {
+ public:
+  explicit RemoteChunkSink(std::shared_ptr<RemoteClient> client, int max_connections = 4);
+  ~RemoteChunkSink() override;
+
+  // Uploads go to SESSION_PATH/chunks from now on. Resets the session's
+  // state (uploaded set, sticky error).
+  void StartSession(std::string session_path);
+  // Waits for the uploads in flight and forgets the session.
+  void EndSession();
+
+  Result<store::InsertResult> Insert(const store::ChunkId& id, ByteSpan stored) override;
+  Result<bool> Contains(const store::ChunkId& id) override;
+  Status Flush() override;
+
+  struct Stats {
+    uint64_t batches = 0;
+    uint64_t chunks = 0;
+    uint64_t bytes = 0;
+  };
+  Stats stats() const;
+
+ private:
+  void Worker();
+  // REQUIRES: mu_ held. Queues current_ (waiting for room).
+  void QueueCurrent(std::unique_lock<std::mutex>& lock);
+
+  std::shared_ptr<RemoteClient> client_;
+  const int max_connections_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // workers: work queued; producers: room
+  std::condition_variable idle_cv_;  // Flush: nothing queued or in flight
+  std::string path_;
+  std::unordered_set<store::ChunkId, crypto::DigestHash> uploaded_;
+  Bytes current_;
+  size_t current_chunks_ = 0;
+  std::deque<Bytes> queue_;
+  int in_flight_ = 0;
+  Status error_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+  Stats stats_;
+};
+
+class RemoteStoreBackend : public datastore::RemoteBackend {
+ public:
+  explicit RemoteStoreBackend(std::shared_ptr<RemoteClient> client);
+
+  store::ChunkSource& Source() override { return source_; }
+  store::ChunkSink& Sink() override { return sink_; }
+  Result<std::unique_ptr<datastore::SnapshotTarget>> BeginSnapshot(
+      const datastore::SnapshotRef& snap) override;
+
+ private:
+  std::shared_ptr<RemoteClient> client_;
+  RemoteChunkSource source_;
+  RemoteChunkSink sink_;
+};
+
+}  // namespace cairn::remote

@@ -1,0 +1,224 @@
+#include "server/backup_session.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "blob/blob.h"
+#include "format/coding.h"
+#include "index/fixed_index.h"
+#include "index/manifest.h"
+#include "tests/unit_test_util.h"
+
+namespace cairn::server {
+namespace {
+
+using datastore::Datastore;
+using datastore::GroupRef;
+using datastore::SnapshotRef;
+using test_util::CodeOf;
+
+constexpr int64_t kT0 = 1796014800;  // 2026-11-30T05:00:00Z
+constexpr uint32_t kChunk = index::kMinChunkSize;
+
+struct Chunk {
+  crypto::Digest id;
+  Bytes stored;
+};
+
+Chunk MakeChunk(char fill) {
+  Bytes plain(kChunk, static_cast<uint8_t>(fill));
+  for (size_t i = 0; i < plain.size(); i += 7) plain[i] = static_cast<uint8_t>(i * 31 + fill);
+  auto stored = blob::Encode(plain);
+  EXPECT_TRUE(stored.ok());
+  return {blob::ChunkId(plain, nullptr), *stored};
+}
+
+Bytes Frames(const std::vector<Chunk>& chunks) {
+  Bytes out;
+  for (const Chunk& c : chunks) {
+    size_t at = out.size();
+    out.resize(at + kUploadFrameHeaderSize + c.stored.size());
+    std::memcpy(&out[at], c.id.data(), 32);
+    format::PutU32(&out[at + 32], static_cast<uint32_t>(c.stored.size()));
+    std::memcpy(&out[at + kUploadFrameHeaderSize], c.stored.data(), c.stored.size());
+  }
+  return out;
+}
+
+class BackupSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CAIRN_ASSERT_OK(Datastore::Init(*env_, dir_.path()));
+    auto store = Datastore::Open(*env_, dir_.path());
+    CAIRN_ASSERT_OK(store);
+    store_ = std::move(*store);
+  }
+
+  std::string Begin(SessionRegistry& r, const SnapshotRef& snap, const std::string& token = "bk",
+                    bool check_owner = true) {
+    auto id = r.Begin(token, "main", *store_, snap, check_owner);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? *id : "";
+  }
+
+  std::shared_ptr<BackupSession> Find(SessionRegistry& r, const std::string& id) {
+    auto s = r.Find(id, "bk", "main");
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? *s : nullptr;
+  }
+
+  // Uploads chunks, the image index over them and finishes: the snapshot.
+  // On an error the session is aborted, as the client does.
+  Status BackUp(SessionRegistry& r, const SnapshotRef& snap, const std::vector<Chunk>& upload,
+                const std::vector<crypto::Digest>& refs, std::optional<int64_t> base = {}) {
+    std::string id = Begin(r, snap);
+    Status s = BackUpIn(r, id, snap, upload, refs, base);
+    if (!s.ok()) r.Abort(id);
+    return s;
+  }
+
+  Status BackUpIn(SessionRegistry& r, const std::string& id, const SnapshotRef& snap,
+                  const std::vector<Chunk>& upload, const std::vector<crypto::Digest>& refs,
+                  std::optional<int64_t> base) {
+    auto s = Find(r, id);
+    if (!s) return InternalError("no session");
+    if (base) {
+      CAIRN_RETURN_IF_ERROR(r.UseBase(*s, SnapshotRef{snap.group, *base}.TimeString()));
+    }
+    if (!upload.empty()) CAIRN_RETURN_IF_ERROR(r.UploadChunks(*s, Frames(upload)).status());
+    index::FixedIndex idx(uint64_t{kChunk} * refs.size(), kChunk, refs);
+    CAIRN_RETURN_IF_ERROR(r.PutFile(*s, "disk0.img.fidx", idx.Encode()));
+    index::Manifest m;
+    m.type = snap.group.type;
+    m.id = snap.group.id;
+    m.time = snap.TimeString();
+    m.archives.push_back({"disk0.img", index::ArchiveKind::kImage, idx.image_size(), idx.csum(),
+                          kChunk});
+    CAIRN_ASSIGN_OR_RETURN(Bytes manifest, index::EncodeManifest(m));
+    s.reset();
+    return r.Finish(id, manifest).status();
+  }
+
+  size_t Listed(const GroupRef& g) {
+    auto snaps = store_->ListSnapshots(g);
+    return snaps.ok() ? snaps->size() : 0;
+  }
+
+  std::unique_ptr<Env> env_ = NewPosixEnv();
+  std::unique_ptr<Logger> logger_ = NewNullLogger();
+  test_util::TempDir dir_;
+  std::unique_ptr<Datastore> store_;
+  GroupRef group_{"", "vm", "100"};
+};
+
+TEST_F(BackupSessionTest, FinishedSessionIsASnapshotAndTheGroupIsTheTokens) {
+  SessionRegistry r(*logger_, std::chrono::seconds(60));
+  Chunk a = MakeChunk('a'), b = MakeChunk('b');
+  CAIRN_ASSERT_OK(BackUp(r, {group_, kT0}, {a, b}, {a.id, b.id, a.id}));
+  EXPECT_EQ(Listed(group_), 1u);
+  EXPECT_EQ(ReadGroupOwner(*env_, store_->GroupDir(group_)), "bk");
+  EXPECT_TRUE(store_->chunks().Contains(a.id).value());
+  EXPECT_EQ(r.open_sessions(), 0u);
+  // Another backup token may not add to it.
+  EXPECT_EQ(CodeOf(r.Begin("other", "main", *store_, {group_, kT0 + 1}, true)),
+            StatusCode::kPermissionDenied);
+}
+
+TEST_F(BackupSessionTest, ReferencesOnlyToUploadedOrBaseChunks) {
+  SessionRegistry r(*logger_, std::chrono::seconds(60));
+  Chunk a = MakeChunk('a'), b = MakeChunk('b'), c = MakeChunk('c');
+  CAIRN_ASSERT_OK(BackUp(r, {group_, kT0}, {a, b}, {a.id, b.id}));
+  // c is in the datastore (another group's backup stored it) ...
+  CAIRN_ASSERT_OK(store_->chunks().Insert(c.id, c.stored).status());
+  // ... but a session that neither uploaded it nor has it in its base may
+  // not reference it: no probing by digest.
+  EXPECT_EQ(CodeOf(BackUp(r, {group_, kT0 + 1}, {}, {a.id, c.id}, kT0)),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(Listed(group_), 1u);
+  // With the base, a and b need no upload.
+  CAIRN_ASSERT_OK(BackUp(r, {group_, kT0 + 2}, {}, {b.id, a.id}, kT0));
+  EXPECT_EQ(Listed(group_), 2u);
+}
+
+TEST_F(BackupSessionTest, ChunksAreRehashed) {
+  SessionRegistry r(*logger_, std::chrono::seconds(60));
+  std::string id = Begin(r, {group_, kT0});
+  auto s = Find(r, id);
+  Chunk a = MakeChunk('a'), b = MakeChunk('b');
+  Chunk liar{b.id, a.stored};  // a valid blob under another chunk's name
+  EXPECT_EQ(CodeOf(r.UploadChunks(*s, Frames({liar}))), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(store_->chunks().Contains(b.id).value());
+  Chunk flipped = a;
+  flipped.stored[flipped.stored.size() / 2] ^= 1;
+  EXPECT_EQ(CodeOf(r.UploadChunks(*s, Frames({flipped}))), StatusCode::kInvalidArgument);
+  Bytes truncated = Frames({a});
+  truncated.resize(truncated.size() - 1);
+  EXPECT_EQ(CodeOf(r.UploadChunks(*s, truncated)), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(store_->chunks().Contains(a.id).value());
+}
+
+TEST_F(BackupSessionTest, TheManifestMustDescribeTheUploadedFiles) {
+  SessionRegistry r(*logger_, std::chrono::seconds(60));
+  Chunk a = MakeChunk('a');
+  std::string id = Begin(r, {group_, kT0});
+  auto s = Find(r, id);
+  CAIRN_ASSERT_OK(r.UploadChunks(*s, Frames({a})).status());
+  index::FixedIndex idx(kChunk, kChunk, {a.id});
+  CAIRN_ASSERT_OK(r.PutFile(*s, "disk0.img.fidx", idx.Encode()));
+  EXPECT_EQ(CodeOf(r.PutFile(*s, "disk0.img.fidx", idx.Encode())), StatusCode::kAlreadyExists);
+  EXPECT_EQ(CodeOf(r.PutFile(*s, "index.json.blob", idx.Encode())), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(r.PutFile(*s, "../x.img.fidx", idx.Encode())), StatusCode::kInvalidArgument);
+  index::Manifest m;
+  m.type = "vm";
+  m.id = "100";
+  m.time = SnapshotRef{group_, kT0}.TimeString();
+  crypto::Digest wrong = idx.csum();
+  wrong[0] ^= 1;
+  m.archives.push_back({"disk0.img", index::ArchiveKind::kImage, kChunk, wrong, kChunk});
+  s.reset();
+  EXPECT_EQ(CodeOf(r.Finish(id, index::EncodeManifest(m).value())), StatusCode::kInvalidArgument);
+  // A refused finish ends the session and leaves nothing.
+  EXPECT_EQ(Listed(group_), 0u);
+  EXPECT_FALSE(env_->Stat(store_->SnapshotDir({group_, kT0})).ok());
+  EXPECT_EQ(CodeOf(r.Find(id, "bk", "main")), StatusCode::kNotFound);
+}
+
+TEST_F(BackupSessionTest, AnIdleSessionIsAbortedAndUnlocksItsGroup) {
+  SessionRegistry r(*logger_, std::chrono::seconds(1));
+  std::string id = Begin(r, {group_, kT0});
+  EXPECT_TRUE(env_->Stat(store_->SnapshotDir({group_, kT0})).ok());
+  // The group is locked while the session is open.
+  EXPECT_EQ(CodeOf(r.Begin("bk", "main", *store_, {group_, kT0 + 1}, true)),
+            StatusCode::kUnavailable);
+  for (int i = 0; i < 100 && r.open_sessions() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(r.open_sessions(), 0u);
+  EXPECT_FALSE(env_->Stat(store_->SnapshotDir({group_, kT0})).ok());
+  EXPECT_EQ(CodeOf(r.Find(id, "bk", "main")), StatusCode::kNotFound);
+  Chunk a = MakeChunk('a');
+  CAIRN_ASSERT_OK(BackUp(r, {group_, kT0 + 1}, {a}, {a.id}));
+}
+
+TEST_F(BackupSessionTest, SessionsBelongToTheirTokenAndReadsToTheirBase) {
+  SessionRegistry r(*logger_, std::chrono::seconds(60));
+  Chunk a = MakeChunk('a'), b = MakeChunk('b');
+  CAIRN_ASSERT_OK(BackUp(r, {group_, kT0}, {a}, {a.id}));
+  CAIRN_ASSERT_OK(store_->chunks().Insert(b.id, b.stored).status());
+  EXPECT_FALSE(r.MayRead("bk", "main", a.id));  // no session open
+  std::string id = Begin(r, {group_, kT0 + 1});
+  EXPECT_EQ(CodeOf(r.Find(id, "other", "main")), StatusCode::kNotFound);
+  EXPECT_EQ(CodeOf(r.Find(id, "bk", "elsewhere")), StatusCode::kNotFound);
+  auto s = Find(r, id);
+  CAIRN_ASSERT_OK(r.UseBase(*s, SnapshotRef{group_, kT0}.TimeString()));
+  EXPECT_TRUE(r.MayRead("bk", "main", a.id));
+  EXPECT_FALSE(r.MayRead("bk", "main", b.id));
+  EXPECT_FALSE(r.MayRead("other", "main", a.id));
+  r.Abort(id);
+  EXPECT_FALSE(r.MayRead("bk", "main", a.id));
+  EXPECT_EQ(Listed(group_), 1u);
+}
+
+}  // namespace
+}  // namespace cairn::server

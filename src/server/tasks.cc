@@ -1,0 +1,566 @@
+#include "server/tasks.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "crypto/crypt_config.h"
+#include "pipeline/progress.h"
+#include "verify/verify.h"
+
+namespace cairn::server {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr char kTasksDir[] = "tasks";
+constexpr uint64_t kMaxStatusFile = 16 << 20;
+constexpr uint64_t kMaxLogFile = uint64_t{1} << 30;
+
+// Snapshots named by `text` as `cairn verify` takes them: "" = all (or the
+// namespace's), "vm/100" = a group, else a snapshot.
+Result<std::vector<datastore::SnapshotRef>> Select(const datastore::Datastore& store,
+                                                   const std::string& ns,
+                                                   const std::string& text) {
+  CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ns));
+  if (text.empty()) {
+    if (ns.empty()) return std::vector<datastore::SnapshotRef>{};  // the whole datastore
+    CAIRN_ASSIGN_OR_RETURN(auto all, store.ListAllSnapshots());
+    std::erase_if(all, [&](const auto& s) { return s.group.ns != ns; });
+    if (all.empty()) return NotFoundError(fmt::format("namespace {} has no snapshots", ns));
+    return all;
+  }
+  if (std::count(text.begin(), text.end(), '/') == 1) {
+    CAIRN_ASSIGN_OR_RETURN(auto group, datastore::ParseGroup(ns, text));
+    CAIRN_ASSIGN_OR_RETURN(auto snaps, store.ListSnapshots(group));
+    if (snaps.empty()) return NotFoundError(fmt::format("group {} has no snapshots", text));
+    return snaps;
+  }
+  CAIRN_ASSIGN_OR_RETURN(auto spec, datastore::ParseSnapshotSpec(ns, text));
+  CAIRN_ASSIGN_OR_RETURN(auto snap, store.Resolve(spec));
+  return std::vector<datastore::SnapshotRef>{snap};
+}
+
+Result<TaskState> ParseState(std::string_view s) {
+  if (s == "running") return TaskState::kRunning;
+  if (s == "ok") return TaskState::kOk;
+  if (s == "failed") return TaskState::kFailed;
+  if (s == "error") return TaskState::kError;
+  return InvalidArgumentError(fmt::format("unknown task state '{}'", s));
+}
+
+}  // namespace
+
+std::string_view TaskStateName(TaskState state) {
+  switch (state) {
+    case TaskState::kRunning: return "running";
+    case TaskState::kOk: return "ok";
+    case TaskState::kFailed: return "failed";
+    case TaskState::kError: return "error";
+  }
+  return "?";
+}
+
+bool IsTaskId(std::string_view id) {
+  if (id.size() != 32) return false;
+  return std::all_of(id.begin(), id.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// --- VerifyTaskParams ------------------------------------------------------
+
+Result<VerifyTaskParams> VerifyTaskParams::FromJson(const json& body) {
+  VerifyTaskParams p;
+  if (body.is_null()) return p;
+  if (!body.is_object()) return InvalidArgumentError("the verify options must be a JSON object");
+  for (const auto& [key, value] : body.items()) {
+    auto bad = [&](std::string_view want) {
+      return InvalidArgumentError(fmt::format("verify option \"{}\": expected {}", key, want));
+    };
+    if (key == "ns" || key == "snapshot" || key == "order") {
+      if (!value.is_string()) return bad("a string");
+      std::string v = value.get<std::string>();
+      if (key == "ns") p.ns = v;
+      else if (key == "snapshot") p.snapshot = v;
+      else {
+        if (v != "auto" && v != "id" && v != "inode") return bad("auto, id or inode");
+        p.order = v;
+      }
+    } else if (key == "outdated_after_days" || key == "budget_percent") {
+      if (!value.is_number()) return bad("a number");
+      double v = value.get<double>();
+      if (key == "outdated_after_days") {
+        if (!(v >= 0 && v <= 36500)) return bad("0 to 36500 days");
+        p.outdated_after_days = v;
+      } else {
+        if (!(v >= 0 && v <= 100)) return bad("0 to 100 percent");
+        p.budget_percent = v;
+      }
+    } else if (key == "max_duration_s" || key == "cover_days") {
+      if (!value.is_number_integer()) return bad("an integer");
+      int64_t v = value.get<int64_t>();
+      if (key == "max_duration_s") {
+        if (v < 0 || v > int64_t{366} * 86400) return bad("0 to 31622400 seconds");
+        p.max_duration_s = v;
+      } else {
+        if (v < 0 || v > 36500) return bad("0 to 36500 days");
+        p.cover_days = static_cast<int>(v);
+      }
+    } else {
+      return InvalidArgumentError(fmt::format(
+          "unknown verify option \"{}\" (known: ns, snapshot, outdated_after_days, "
+          "max_duration_s, budget_percent, cover_days, order)",
+          key));
+    }
+  }
+  return p;
+}
+
+json VerifyTaskParams::ToJson() const {
+  return {{"ns", ns},
+          {"snapshot", snapshot},
+          {"outdated_after_days", outdated_after_days},
+          {"max_duration_s", max_duration_s},
+          {"budget_percent", budget_percent},
+          {"cover_days", cover_days},
+          {"order", order}};
+}
+
+// --- TaskInfo --------------------------------------------------------------
+
+json TaskInfo::ToJson() const {
+  json j = {{"id", id},
+            {"kind", kind},
+            {"store", store},
+            {"token", token},
+            {"state", TaskStateName(state)},
+            {"started", started},
+            {"started_at", datastore::FormatRfc3339(started)},
+            {"ended", ended > 0 ? json(ended) : json(nullptr)},
+            {"params", params.ToJson()},
+            {"progress", {{"phase", phase}, {"done_bytes", done_bytes}, {"total_bytes", total_bytes}}},
+            {"summary", summary},
+            {"result", result},
+            {"problems", problems},
+            {"problem_details", problem_details}};
+  if (!error.empty()) j["error"] = error;
+  return j;
+}
+
+Result<TaskInfo> TaskInfo::FromJson(const json& j) {
+  try {
+    TaskInfo t;
+    t.id = j.at("id").get<std::string>();
+    t.kind = j.at("kind").get<std::string>();
+    t.store = j.at("store").get<std::string>();
+    t.token = j.at("token").get<std::string>();
+    CAIRN_ASSIGN_OR_RETURN(t.state, ParseState(j.at("state").get<std::string>()));
+    if (j.contains("error")) t.error = j["error"].get<std::string>();
+    t.started = j.at("started").get<int64_t>();
+    t.ended = j.at("ended").is_null() ? 0 : j["ended"].get<int64_t>();
+    CAIRN_ASSIGN_OR_RETURN(t.params, VerifyTaskParams::FromJson(j.at("params")));
+    const json& p = j.at("progress");
+    t.phase = p.at("phase").get<std::string>();
+    t.done_bytes = p.at("done_bytes").get<uint64_t>();
+    t.total_bytes = p.at("total_bytes").get<uint64_t>();
+    t.summary = j.at("summary").get<std::string>();
+    t.result = j.at("result").get<std::string>();
+    t.problems = j.at("problems").get<uint64_t>();
+    t.problem_details = j.at("problem_details");
+    return t;
+  } catch (const json::exception& e) {
+    return DataLossError(fmt::format("malformed task status: {}", e.what()));
+  }
+}
+
+// --- TaskManager -----------------------------------------------------------
+
+struct TaskManager::Task {
+  std::mutex mu;  // guards info and log
+  TaskInfo info;
+  std::unique_ptr<WritableFile> log;
+  size_t log_lines = 0;
+  pipeline::Progress progress;
+  std::atomic<bool> cancel{false};
+  std::atomic<bool> exited{false};  // RunTask returned (or is about to): join cannot wait
+  std::thread thread;
+  std::condition_variable done;
+};
+
+namespace {
+
+// Forwards verify's messages to the server log, tagged with the task, and
+// keeps warnings and errors in the task's log.
+class TaskLogger : public Logger {
+ public:
+  TaskLogger(Logger& server, std::string tag, std::function<void(std::string_view)> keep)
+      : server_(server), tag_(std::move(tag)), keep_(std::move(keep)) {}
+  void Log(LogLevel level, std::string_view message) override {
+    if (server_.Enabled(level)) server_.Log(level, fmt::format("{}: {}", tag_, message));
+    if (level >= LogLevel::kWarning) {
+      keep_(fmt::format("{}: {}", level == LogLevel::kWarning ? "warning" : "error", message));
+    }
+  }
+  bool Enabled(LogLevel level) const override {
+    return level >= LogLevel::kWarning || server_.Enabled(level);
+  }
+
+ private:
+  Logger& server_;
+  std::string tag_;
+  std::function<void(std::string_view)> keep_;
+};
+
+}  // namespace
+
+TaskManager::TaskManager(Env& env, Logger& logger, std::string state_dir,
+                         const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores)
+    : env_(env), logger_(logger),
+      dir_(state_dir.empty() ? std::string() : JoinPath(state_dir, kTasksDir)), stores_(stores) {
+  if (dir_.empty()) return;  // no state directory: no tasks
+  if (Status s = Recover(); !s.ok()) logger_.Warn("server tasks: {}", s.message());
+}
+
+TaskManager::~TaskManager() { Stop(); }
+
+std::string TaskManager::TaskPath(const std::string& id, std::string_view ext) const {
+  return JoinPath(dir_, id + std::string(ext));
+}
+
+Status TaskManager::Persist(const TaskInfo& info) {
+  std::string text =
+      info.ToJson().dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return WriteFileAtomic(env_, TaskPath(info.id, ".json"), AsBytes(text))
+      .WithContext(fmt::format("task {}", info.id));
+}
+
+void TaskManager::AppendLog(Task& task, std::string_view line) {
+  // Held by the caller: task.mu.
+  std::string text =
+      fmt::format("{} {}\n", datastore::FormatRfc3339(env_.NowUnixSeconds()), line);
+  ++task.log_lines;
+  if (task.log != nullptr) {
+    if (Status s = task.log->Append(AsBytes(text)); !s.ok()) {
+      logger_.Warn("task {}: log: {}", task.info.id, s.message());
+    }
+  }
+}
+
+Status TaskManager::Recover() {
+  if (dir_.empty()) return Status::Ok();
+  CAIRN_RETURN_IF_ERROR(CreateDirs(env_, dir_).WithContext("tasks directory"));
+  CAIRN_ASSIGN_OR_RETURN(auto names, env_.ListDir(dir_));
+  for (const std::string& name : names) {
+    if (!name.ends_with(".json") || !IsTaskId(name.substr(0, name.size() - 5))) continue;
+    std::string id = name.substr(0, name.size() - 5);
+    auto data = ReadWholeFile(env_, TaskPath(id, ".json"), kMaxStatusFile);
+    if (!data.ok()) continue;
+    auto parsed = json::parse(AsStringView(*data), nullptr, false);
+    auto info = TaskInfo::FromJson(parsed);
+    if (!info.ok()) {
+      logger_.Warn("task {}: {}", id, info.status().message());
+      continue;
+    }
+    if (info->state != TaskState::kRunning) continue;
+    info->state = TaskState::kError;
+    info->error = "the server stopped during the task";
+    info->ended = env_.NowUnixSeconds();
+    if (Status s = Persist(*info); !s.ok()) logger_.Warn("{}", s.message());
+    Task t;
+    auto log = env_.OpenWritable(TaskPath(id, ".log"), OpenMode::kAppend);
+    if (log.ok()) t.log = std::move(*log);
+    t.info = *info;
+    {
+      std::lock_guard lock(t.mu);
+      AppendLog(t, "error: the server stopped during the task");
+    }
+    if (t.log) t.log->Close().IgnoreError();
+    logger_.Info("task {} (verify of {}) was cut off by a server stop: marked error", id,
+                 info->store);
+  }
+  return Status::Ok();
+}
+
+Result<TaskManager::Started> TaskManager::StartVerify(const std::string& store,
+                                                      const std::string& token,
+                                                      const VerifyTaskParams& params) {
+  auto it = stores_.find(store);
+  if (it == stores_.end()) return NotFoundError(fmt::format("no datastore named '{}'", store));
+  if (dir_.empty()) return FailedPreconditionError("the server has no state directory for tasks");
+  std::unique_lock lock(mu_);
+  if (stopping_) return UnavailableError("the server is stopping");
+  if (auto r = running_by_store_.find(store); r != running_by_store_.end()) {
+    // Still running, or ended and about to leave running_by_store_.
+    auto t = live_.find(r->second);
+    bool running = false;
+    if (t != live_.end()) {
+      std::lock_guard tl(t->second->mu);
+      running = t->second->info.state == TaskState::kRunning;
+    }
+    if (running) return Started{r->second, true};
+    running_by_store_.erase(r);
+  }
+  // Reap the threads of finished tasks.
+  for (auto t = live_.begin(); t != live_.end();) {
+    if (t->second->exited.load() && t->second->thread.joinable()) {
+      t->second->thread.join();
+      t = live_.erase(t);
+    } else {
+      ++t;
+    }
+  }
+  CAIRN_ASSIGN_OR_RETURN(auto snapshots, Select(*it->second, params.ns, params.snapshot));
+  uint8_t raw[16];
+  crypto::RandomBytes(raw);
+  auto task = std::make_shared<Task>();
+  TaskInfo& info = task->info;
+  info.id = ToHex(ByteSpan(raw, sizeof raw));
+  info.store = store;
+  info.token = token;
+  info.started = env_.NowUnixSeconds();
+  info.params = params;
+  CAIRN_RETURN_IF_ERROR(CreateDirs(env_, dir_).WithContext("tasks directory"));
+  CAIRN_ASSIGN_OR_RETURN(task->log, env_.OpenWritable(TaskPath(info.id, ".log"), OpenMode::kAppend));
+  CAIRN_RETURN_IF_ERROR(Persist(info));
+  {
+    std::lock_guard tl(task->mu);
+    AppendLog(*task, fmt::format("verify of datastore '{}' started by token '{}' (scope: {}{}{})",
+                                 store, token, params.ns.empty() ? "" : "ns " + params.ns + " ",
+                                 params.snapshot.empty() ? "everything" : params.snapshot,
+                                 params.outdated_after_days > 0
+                                     ? fmt::format(", outdated after {} days",
+                                                   params.outdated_after_days)
+                                     : ""));
+  }
+  logger_.Info("task {}: verify of datastore '{}' started by token '{}'", info.id, store, token);
+  live_[info.id] = task;
+  running_by_store_[store] = info.id;
+  std::string id = info.id;
+  task->thread = std::thread([this, task, snaps = std::move(snapshots)]() mutable {
+    RunTask(task, std::move(snaps));
+  });
+  return Started{id, false};
+}
+
+void TaskManager::RunTask(const std::shared_ptr<Task>& task,
+                          std::vector<datastore::SnapshotRef> snapshots) {
+  const TaskInfo start = [&] {
+    std::lock_guard lock(task->mu);
+    return task->info;
+  }();
+  const VerifyTaskParams& p = start.params;
+  const datastore::Datastore& store = *stores_.at(start.store);
+  TaskLogger logger(logger_, "task " + start.id, [&](std::string_view line) {
+    std::lock_guard lock(task->mu);
+    AppendLog(*task, line);
+  });
+  verify::VerifyOptions options;
+  options.snapshots = std::move(snapshots);
+  options.logger = &logger;
+  options.progress = &task->progress;
+  options.quarantine = true;
+  options.record_state = true;
+  options.use_ledger = true;
+  options.outdated_after_s = static_cast<int64_t>(p.outdated_after_days * 86400);
+  options.max_duration_ns = p.max_duration_s * 1'000'000'000;
+  options.budget = p.budget_percent / 100;
+  options.cover_days = p.cover_days;
+  // The scope string of the local verify, so either resumes the other's run.
+  options.scope = p.ns + "|" + p.snapshot;
+  auto order = verify::ParseChunkOrder(p.order);
+  options.order = order.ok() ? *order : verify::ChunkOrder::kAuto;
+  options.cancel = &task->cancel;
+  auto report = verify::RunVerify(store, options);
+  Finish(*task, report);
+  {
+    // Not under task->mu: the lock order is mu_, then a task's mu.
+    std::lock_guard m(mu_);
+    auto it = running_by_store_.find(start.store);
+    if (it != running_by_store_.end() && it->second == start.id) running_by_store_.erase(it);
+  }
+  task->exited.store(true);
+  task->done.notify_all();
+}
+
+void TaskManager::Finish(Task& t, const Result<verify::VerifyReport>& report) {
+  Task* task = &t;
+  const VerifyTaskParams& p = t.info.params;
+  std::lock_guard lock(task->mu);
+  TaskInfo& info = task->info;
+  info.ended = env_.NowUnixSeconds();
+  info.phase = task->progress.phase.load();
+  info.done_bytes = task->progress.done_bytes.load();
+  info.total_bytes = task->progress.total_bytes.load();
+  const bool cancelled = task->cancel.load();
+  if (!report.ok()) {
+    info.state = TaskState::kError;
+    info.error = std::string(report.status().message());
+    AppendLog(*task, fmt::format("error: {}", info.error));
+  } else {
+    const verify::VerifyReport& r = *report;
+    for (const verify::Problem& pr : r.problems) {
+      AppendLog(*task, fmt::format("BAD {}: {}", pr.what, pr.error));
+      for (const std::string& a : pr.affected) AppendLog(*task, fmt::format("    needed by {}", a));
+      if (info.problem_details.size() < kMaxProblemDetails) {
+        info.problem_details.push_back({{"what", pr.what},
+                                        {"error", pr.error},
+                                        {"missing", pr.missing},
+                                        {"affected", pr.affected}});
+      }
+    }
+    size_t failed = std::count_if(r.snapshots.begin(), r.snapshots.end(),
+                                  [](const auto& s) { return !s.ok; });
+    size_t incomplete = std::count_if(r.snapshots.begin(), r.snapshots.end(),
+                                      [](const auto& s) { return s.ok && !s.complete; });
+    if (!r.ledger_warning.empty()) AppendLog(*task, fmt::format("ledger: {}", r.ledger_warning));
+    if (r.resumed_from > 0) {
+      AppendLog(*task, fmt::format("resumed the run started {}: {} chunks ({}) already done",
+                                   datastore::FormatRfc3339(r.resumed_from), r.resumed_chunks,
+                                   HumanBytes(r.resumed_bytes)));
+    }
+    if (r.fresh_chunks > 0) {
+      AppendLog(*task, fmt::format("skipped {} chunks ({}) found ok within {} days (ledger)",
+                                   r.fresh_chunks, HumanBytes(r.fresh_bytes),
+                                   p.outdated_after_days));
+    }
+    if (r.left_chunks > 0) {
+      AppendLog(*task, fmt::format("left {} chunks ({}) for the next run; {} snapshots not "
+                                   "judged yet",
+                                   r.left_chunks, HumanBytes(r.left_bytes), incomplete));
+    }
+    const double mib = 1024.0 * 1024.0;
+    info.problems = r.problems.size();
+    info.result = fmt::format("{} snapshots: {}", r.snapshots.size(),
+                              r.ok() ? (incomplete ? "no damage found so far" : "all ok")
+                                     : fmt::format("{} snapshots FAILED", failed));
+    info.summary = fmt::format(
+        "verified {:.2f}/{:.2f} MiB in {:.2f} s, speed {:.2f}/{:.2f} MiB/s ({} errors)",
+        r.stored_bytes / mib, r.raw_bytes / mib, r.seconds,
+        r.seconds > 0 ? r.stored_bytes / mib / r.seconds : 0,
+        r.seconds > 0 ? r.raw_bytes / mib / r.seconds : 0, r.problems.size());
+    if (!r.ok()) {
+      info.state = TaskState::kFailed;
+    } else if (cancelled && r.left_chunks > 0) {
+      info.state = TaskState::kError;
+      info.error = "cancelled: the server stopped during the task (the next verify of the same "
+                   "scope resumes it)";
+      AppendLog(*task, "error: " + info.error);
+    } else {
+      info.state = TaskState::kOk;
+    }
+    AppendLog(*task, info.result);
+    AppendLog(*task, info.summary);
+  }
+  AppendLog(*task, fmt::format("verify ended: {}", TaskStateName(info.state)));
+  if (Status s = Persist(info); !s.ok()) logger_.Warn("{}", s.message());
+  if (task->log) task->log->Close().IgnoreError();
+  logger_.Info("task {}: verify of '{}' ended: {}{}", info.id, info.store,
+               TaskStateName(info.state), info.summary.empty() ? "" : ", " + info.summary);
+}
+
+TaskInfo TaskManager::Snapshot(const Task& task) {
+  TaskInfo info = task.info;
+  if (info.state == TaskState::kRunning) {
+    info.phase = task.progress.phase.load();
+    info.done_bytes = task.progress.done_bytes.load();
+    info.total_bytes = task.progress.total_bytes.load();
+  }
+  return info;
+}
+
+Result<TaskInfo> TaskManager::Get(const std::string& id) {
+  if (!IsTaskId(id)) return NotFoundError(fmt::format("no task '{}'", id));
+  {
+    std::shared_ptr<Task> task;
+    {
+      std::lock_guard lock(mu_);
+      auto it = live_.find(id);
+      if (it != live_.end()) task = it->second;
+    }
+    if (task) {
+      std::lock_guard lock(task->mu);
+      return Snapshot(*task);
+    }
+  }
+  auto data = ReadWholeFile(env_, TaskPath(id, ".json"), kMaxStatusFile);
+  if (!data.ok()) {
+    if (data.status().code() == StatusCode::kNotFound) {
+      return NotFoundError(fmt::format("no task '{}'", id));
+    }
+    return data.status();
+  }
+  return TaskInfo::FromJson(json::parse(AsStringView(*data), nullptr, false));
+}
+
+Result<std::vector<std::string>> TaskManager::Log(const std::string& id, size_t since,
+                                                  size_t* total) {
+  if (!IsTaskId(id)) return NotFoundError(fmt::format("no task '{}'", id));
+  auto data = ReadWholeFile(env_, TaskPath(id, ".log"), kMaxLogFile);
+  if (!data.ok()) {
+    if (data.status().code() == StatusCode::kNotFound) {
+      return NotFoundError(fmt::format("no task '{}'", id));
+    }
+    return data.status();
+  }
+  std::string_view text = AsStringView(*data);
+  std::vector<std::string> lines;
+  size_t n = 0;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    if (nl == std::string_view::npos) break;  // a line being written: not yet
+    if (n++ >= since) lines.emplace_back(text.substr(0, nl));
+    text.remove_prefix(nl + 1);
+  }
+  *total = n;
+  return lines;
+}
+
+std::vector<TaskInfo> TaskManager::List() {
+  std::vector<TaskInfo> out;
+  auto names = env_.ListDir(dir_);
+  if (!names.ok()) return out;
+  for (const std::string& name : *names) {
+    if (!name.ends_with(".json")) continue;
+    std::string id = name.substr(0, name.size() - 5);
+    if (!IsTaskId(id)) continue;
+    auto info = Get(id);
+    if (info.ok()) out.push_back(std::move(*info));
+  }
+  std::sort(out.begin(), out.end(), [](const TaskInfo& a, const TaskInfo& b) {
+    return a.started != b.started ? a.started > b.started : a.id < b.id;
+  });
+  return out;
+}
+
+void TaskManager::Stop() {
+  std::map<std::string, std::shared_ptr<Task>> live;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    live.swap(live_);
+  }
+  for (auto& [id, task] : live) task->cancel.store(true);
+  for (auto& [id, task] : live) {
+    if (task->thread.joinable()) task->thread.join();
+  }
+}
+
+bool TaskManager::WaitForTest(const std::string& id, int64_t timeout_ms) {
+  std::shared_ptr<Task> task;
+  {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(id);
+    if (it == live_.end()) return true;
+    task = it->second;
+  }
+  std::unique_lock lock(task->mu);
+  return task->done.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    return task->info.state != TaskState::kRunning;
+  });
+}
+
+}  // namespace cairn::server

@@ -1,0 +1,141 @@
+// Server-side tasks of `cairn serve` (docs/SERVER.md, "Server-side verify and
+// tasks"): a verify of one datastore, run in a background thread exactly as
+// a local `cairn verify` would run it (quarantine, verify state recorded
+// with each snapshot, the ledger), with its progress, outcome and a log.
+//
+// Each task is persisted as STATE_DIR/tasks/ID.json (status, rewritten
+// atomically at start and end) and ID.log (timestamped lines, appended as
+// they happen). A task found "running" on disk when the manager starts was
+// cut off by a stopped server and is marked error. At most one verify runs
+// per datastore; Stop() cancels the running ones (verify's cancel hook: no
+// further chunk starts, the rest is left to the next run of the same scope,
+// which resumes it) and joins them.
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/env.h"
+#include "base/logging.h"
+#include "datastore/datastore.h"
+#include "verify/verify.h"
+
+namespace cairn::server {
+
+enum class TaskState { kRunning, kOk, kFailed, kError };
+// "running", "ok", "failed" (damage found), "error" (could not run, or cut off).
+std::string_view TaskStateName(TaskState state);
+
+// The scope and options of a verify task: the JSON body of
+// POST /api/v1/stores/S/verify, every key optional.
+struct VerifyTaskParams {
+  std::string ns;        // "ns"
+  std::string snapshot;  // "snapshot": "" = all, "vm/100" = a group, else a snapshot
+  double outdated_after_days = 0;  // "outdated_after_days"
+  int64_t max_duration_s = 0;      // "max_duration_s"
+  double budget_percent = 0;       // "budget_percent" (0–100)
+  int cover_days = 0;              // "cover_days" (1–36500)
+  std::string order = "auto";      // "order": auto, id, inode
+
+  // InvalidArgument naming the key for an unknown key or a bad value.
+  static Result<VerifyTaskParams> FromJson(const nlohmann::json& body);
+  nlohmann::json ToJson() const;
+};
+
+// The status of a task, as GET /api/v1/tasks/ID answers it (ToJson).
+struct TaskInfo {
+  std::string id;  // 32 hex digits
+  std::string kind = "verify";
+  std::string store;
+  std::string token;  // the name of the token that started it
+  TaskState state = TaskState::kRunning;
+  std::string error;   // kError: why
+  int64_t started = 0;  // unix seconds
+  int64_t ended = 0;    // 0 while running
+  VerifyTaskParams params;
+  std::string phase;  // the verify pipeline's phase ("" before it starts)
+  uint64_t done_bytes = 0, total_bytes = 0;
+  // As the local verify prints them, once the task has ended:
+  // "verified X/Y MiB in T s, speed …/… MiB/s (N errors)" and "N snapshots: all ok".
+  std::string summary;
+  std::string result;
+  uint64_t problems = 0;
+  // The first kMaxProblemDetails problems (the log has them all).
+  nlohmann::json problem_details = nlohmann::json::array();
+
+  nlohmann::json ToJson() const;
+  static Result<TaskInfo> FromJson(const nlohmann::json& j);
+};
+
+inline constexpr size_t kMaxProblemDetails = 100;
+
+class TaskManager {
+ public:
+  // `stores`: name → datastore, outliving the manager. `state_dir`: tasks
+  // go to STATE_DIR/tasks (made when missing).
+  TaskManager(Env& env, Logger& logger, std::string state_dir,
+              const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores);
+  ~TaskManager();  // Stop()
+
+  // Marks tasks left "running" by a previous process as error. The
+  // constructor calls it (logging a failure); an empty state_dir keeps no
+  // tasks (StartVerify: FailedPrecondition).
+  Status Recover();
+
+  struct Started {
+    std::string id;
+    bool already_running = false;  // a verify of this store was running: its id
+  };
+  // Checks the scope (NotFound / InvalidArgument at once, as `cairn verify`
+  // would) and starts the task. Unavailable after Stop().
+  Result<Started> StartVerify(const std::string& store, const std::string& token,
+                              const VerifyTaskParams& params);
+
+  // NotFound for an unknown or malformed id.
+  Result<TaskInfo> Get(const std::string& id);
+  // Log lines from line `since` (0-based) on, and the total line count.
+  Result<std::vector<std::string>> Log(const std::string& id, size_t since, size_t* total);
+  // Every task, newest first.
+  std::vector<TaskInfo> List();
+
+  // Cancels the running tasks and waits for them (they record state
+  // "error" with the reason); later StartVerify calls are refused.
+  void Stop();
+
+  // For tests: waits until task `id` is no longer running (true) or the
+  // timeout passes (false).
+  bool WaitForTest(const std::string& id, int64_t timeout_ms);
+
+  struct Task;
+
+ private:
+  void RunTask(const std::shared_ptr<Task>& task, std::vector<datastore::SnapshotRef> snapshots);
+  void Finish(Task& task, const Result<verify::VerifyReport>& report);
+  void AppendLog(Task& task, std::string_view line);
+  Status Persist(const TaskInfo& info);
+  std::string TaskPath(const std::string& id, std::string_view ext) const;
+  TaskInfo Snapshot(const Task& task);
+
+  Env& env_;
+  Logger& logger_;
+  const std::string dir_;
+  const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores_;
+  std::mutex mu_;
+  bool stopping_ = false;
+  std::map<std::string, std::shared_ptr<Task>> live_;   // id → task with a thread
+  std::map<std::string, std::string> running_by_store_;  // store → id
+};
+
+// True for 32 lowercase hex digits (a task id; nothing else reaches a path).
+bool IsTaskId(std::string_view id);
+
+}  // namespace cairn::server

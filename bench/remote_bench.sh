@@ -254,6 +254,11 @@ for ((r = 1; r <= runs; r++)); do
     while read -r j; do run_op "$r" remote rehearse "$lat" "$j"; done < <(in_order "$r" 1 auto)
   done
 done
+# The server's tls rows (upload and download over TLS, one connection and
+# one per core), as `cairn benchmark -r https://…` prints them.
+say "cairn benchmark -r $url: the tls rows"
+"$cairn" benchmark -r "$url" --seconds 1 --json >"$dir/tls_bench.json" 2>"$dir/logs/tls_bench.err" ||
+  { cat "$dir/logs/tls_bench.err" >&2; die "cairn benchmark -r $url failed"; }
 load_end=$(cut -d' ' -f1-3 /proc/loadavg) psi_end=$(psi)
 server_total=$(server_cpu)
 stop_server

@@ -88,6 +88,7 @@ class Results:
         self.gc = load_tsv(os.path.join(d, "gc", "results.tsv"))
         self.crypt = load_tsv(os.path.join(d, "crypt", "results.tsv"))
         self.remote = load_tsv(os.path.join(d, "remote", "results.tsv"))
+        self.tls = load_json(os.path.join(d, "remote", "tls_bench.json")) or {}
 
     # Medians of MiB/s (or seconds) for rows matching the given columns.
     @staticmethod
@@ -306,11 +307,18 @@ def targets(R):
     add(dict(issue=6, target="remote restore with 5 and 20 ms injected latency: auto connections vs one (no number given)",
              measured=("; ".join(cells) + " (`restore --rehearse --inject-latency`, medians)") if cells
              else "not measured yet: " + missing("remote"), status="n/a"))
-    row = R.bench_row("tls")
+    tls = {r.get("name"): r for r in R.tls.get("rows", [])}
+    up, down = tls.get("tls") or {}, tls.get("tls_download") or {}
+    if ok(up.get("per_core_mb_s")):
+        measured = (f"upload {up['per_core_mb_s']:.0f} MB/s on one connection, "
+                    f"{up['all_cores_mb_s']:.0f} MB/s on {R.tls.get('threads', '?')}; download "
+                    f"{down.get('per_core_mb_s') or 0:.0f} / {down.get('all_cores_mb_s') or 0:.0f} MB/s "
+                    f"(PBS reference: {up.get('pbs_reference_mb_s')} MB/s upload, one core; "
+                    "client and server on the same cores)")
+    else:
+        measured = "not measured yet: " + missing("remote")
     add(dict(issue=6, target="`tls` upload figure in `cairn benchmark -r https://…` (no number given)",
-             measured=("not measured yet: `cairn benchmark -r https://…` has no `tls` row"
-                       + (f"; `cairn benchmark` says: {row['note']}" if row and row.get("note") else "")),
-             status="n/a"))
+             measured=measured, status="n/a"))
 
     # --- issue 7: encryption -----------------------------------------------------
     # crypt_bench.sh: tool = plain | encrypted, same data, interleaved runs.

@@ -79,7 +79,7 @@ TEST_F(BenchmarkTest, JsonHasEveryRow) {
     }
     if (row["name"] == "tls") {
       EXPECT_TRUE(row["per_core_mb_s"].is_null());
-      EXPECT_EQ(row["note"], "n/a (no server yet)");
+      EXPECT_EQ(row["note"], "n/a (no server: -r https://HOST:PORT/STORE)");
     } else {
       ExpectPositive(row);
     }
@@ -109,7 +109,7 @@ TEST_F(BenchmarkTest, TableNamesEveryRowAndTheUnit) {
   }
   EXPECT_NE(r.out.find("10^6 bytes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("PBS (1 core)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("n/a (no server yet)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("n/a (no server: -r https://HOST:PORT/STORE)"), std::string::npos) << r.out;
   // The encrypted decode row follows the plain one, as restore with and
   // without a key would be read side by side.
   size_t plain = r.out.find("\nverify ");

@@ -10,7 +10,8 @@
 //     refused with 403;
 //   - a client killed mid-backup leaves no snapshot, the server goes on
 //     serving, and once the idle session is aborted the group can be backed
-//     up again, with nothing of the killed run left behind.
+//     up again, with nothing of the killed run left behind;
+//   - `cairn benchmark -r https://…` measures the tls rows against it.
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -191,6 +192,28 @@ TEST_F(ServerBackupTest, AClientKilledMidBackupLeavesNoSnapshot) {
   EXPECT_EQ(SnapshotDirs("300"), std::vector<std::string>{SnapTime(31)});
   r = OnStore("verify", {});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
+}
+
+// `cairn benchmark -r https://…`: the tls rows (upload, download) are
+// measured against the server, on one connection and on one per core.
+TEST_F(ServerBackupTest, BenchmarkMeasuresTlsRatesToTheServer) {
+  RunResult r = Remote("benchmark", {"--seconds", "0.05", "--json"}, reader_);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  int found = 0;
+  for (const auto& row : j["rows"]) {
+    if (row["name"] == "tls" || row["name"] == "tls_download") {
+      ++found;
+      EXPECT_TRUE(row["per_core_mb_s"].is_number()) << row.dump();
+      EXPECT_TRUE(row["all_cores_mb_s"].is_number()) << row.dump();
+      EXPECT_NE(row["note"].get<std::string>().find("https://127.0.0.1"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(found, 2) << r.out;
+  // A bad token is refused before anything is measured.
+  r = Remote("benchmark", {"--seconds", "0.05"}, "nobody:00");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("401"), std::string::npos) << r.Describe();
 }
 
 }  // namespace

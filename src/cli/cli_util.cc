@@ -29,6 +29,34 @@ void Fail(Context& ctx, const Status& s) {
   ctx.exit_code = ExitCodeFor(s);
 }
 
+Result<ServerTarget> ServerTargetFor(Context& ctx) {
+  if (ctx.repo.empty()) {
+    if (const char* env_repo = std::getenv("CAIRN_REPO")) ctx.repo = env_repo;
+  }
+  if (!remote::IsRemoteUrl(ctx.repo)) {
+    return InvalidArgumentError(fmt::format(
+        "'{}' is not a server: this takes -r https://HOST:PORT/STORE", ctx.repo));
+  }
+  ServerTarget t;
+  CAIRN_ASSIGN_OR_RETURN(t.url, remote::ParseRemoteUrl(ctx.repo));
+  t.credentials.token = ctx.token;
+  if (t.credentials.token.empty()) {
+    if (const char* token = std::getenv("CAIRN_TOKEN")) t.credentials.token = token;
+  }
+  std::string fingerprint = ctx.fingerprint;
+  if (fingerprint.empty()) {
+    if (const char* f = std::getenv("CAIRN_FINGERPRINT")) fingerprint = f;
+  }
+  if (!fingerprint.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(t.credentials.fingerprint, net::NormalizeFingerprint(fingerprint));
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(t.credentials.fingerprint,
+                           remote::LookupTrustedFingerprint(remote::TrustedServersPath(),
+                                                            t.url.host, t.url.port));
+  }
+  return t;
+}
+
 Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx) {
   if (ctx.repo.empty()) {
     if (const char* env_repo = std::getenv("CAIRN_REPO")) ctx.repo = env_repo;
@@ -44,24 +72,9 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx) {
   }
   if (remote::IsRemoteUrl(ctx.repo)) {
     CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));
-    CAIRN_ASSIGN_OR_RETURN(remote::RemoteUrl url, remote::ParseRemoteUrl(ctx.repo));
-    remote::Credentials credentials;
-    credentials.token = ctx.token;
-    if (credentials.token.empty()) {
-      if (const char* t = std::getenv("CAIRN_TOKEN")) credentials.token = t;
-    }
-    std::string fingerprint = ctx.fingerprint;
-    if (fingerprint.empty()) {
-      if (const char* f = std::getenv("CAIRN_FINGERPRINT")) fingerprint = f;
-    }
-    if (!fingerprint.empty()) {
-      CAIRN_ASSIGN_OR_RETURN(credentials.fingerprint, net::NormalizeFingerprint(fingerprint));
-    } else {
-      CAIRN_ASSIGN_OR_RETURN(credentials.fingerprint,
-                             remote::LookupTrustedFingerprint(remote::TrustedServersPath(),
-                                                              url.host, url.port));
-    }
-    auto client = std::make_shared<remote::RemoteClient>(url, credentials);
+    CAIRN_ASSIGN_OR_RETURN(ServerTarget target, ServerTargetFor(ctx));
+    const remote::RemoteUrl& url = target.url;
+    auto client = std::make_shared<remote::RemoteClient>(url, target.credentials);
     std::string mirror = remote::MirrorDir(remote::CacheRoot(), url);
     ctx.env = std::make_unique<remote::MirrorEnv>(std::move(ctx.env), client, mirror);
     return remote::OpenMirror(*ctx.env, client, mirror);

@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "cli/key_options.h"
 #include "datastore/datastore.h"
+#include "remote/remote_client.h"
 #include "store/chunk_source.h"
 
 namespace cairn::cli {
@@ -45,6 +46,16 @@ void Fail(Context& ctx, const Status& s);
 // (a server: remote/remote_repo.h; ctx.env becomes the MirrorEnv over the
 // one it had).
 Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx);
+
+// The server named by ctx.repo (https://HOST:PORT/STORE, or CAIRN_REPO), with
+// the token (--token, CAIRN_TOKEN) and the fingerprint to pin (--fingerprint,
+// CAIRN_FINGERPRINT, else the trusted-servers file). InvalidArgument when
+// the repository is not a server.
+struct ServerTarget {
+  remote::RemoteUrl url;
+  remote::Credentials credentials;
+};
+Result<ServerTarget> ServerTargetFor(Context& ctx);
 
 // OpenRepo, then the key named by --keyfile or CAIRN_KEYFILE, unwrapped with
 // its passphrase (cli/key_options.h), set on the datastore: backups are

@@ -18,38 +18,9 @@ namespace cairn::cli {
 
 using nlohmann::json;
 
-Result<ServerTarget> ServerTargetFor(Context& ctx) {
-  if (ctx.repo.empty()) {
-    if (const char* env_repo = std::getenv("CAIRN_REPO")) ctx.repo = env_repo;
-  }
-  if (!remote::IsRemoteUrl(ctx.repo)) {
-    return InvalidArgumentError(fmt::format(
-        "'{}' is not a server: tasks run on a cairn server, -r https://HOST:PORT/STORE",
-        ctx.repo));
-  }
-  ServerTarget t;
-  CAIRN_ASSIGN_OR_RETURN(t.url, remote::ParseRemoteUrl(ctx.repo));
-  t.credentials.token = ctx.token;
-  if (t.credentials.token.empty()) {
-    if (const char* tok = std::getenv("CAIRN_TOKEN")) t.credentials.token = tok;
-  }
-  std::string fingerprint = ctx.fingerprint;
-  if (fingerprint.empty()) {
-    if (const char* f = std::getenv("CAIRN_FINGERPRINT")) fingerprint = f;
-  }
-  if (!fingerprint.empty()) {
-    CAIRN_ASSIGN_OR_RETURN(t.credentials.fingerprint, net::NormalizeFingerprint(fingerprint));
-  } else {
-    CAIRN_ASSIGN_OR_RETURN(t.credentials.fingerprint,
-                           remote::LookupTrustedFingerprint(remote::TrustedServersPath(),
-                                                            t.url.host, t.url.port));
-  }
-  return t;
-}
-
-// RemoteClient::Call takes only 200 for success; the start of a task answers
-// 202 (and 409 with the running task's id), so this one request goes over a
-// connection of its own.
+// RemoteClient::Call turns a 409 into an error and drops its body, which
+// holds the running task's id; so this one request goes over a connection
+// of its own.
 Result<std::string> StartServerVerify(const ServerTarget& target, const json& options,
                                       bool* already_running) {
   *already_running = false;

@@ -13,15 +13,6 @@
 
 namespace cairn::cli {
 
-// The server named by ctx.repo (https://HOST:PORT/STORE), with the token and
-// fingerprint found as OpenRepo finds them (flags, environment, the
-// trusted-servers file).
-struct ServerTarget {
-  remote::RemoteUrl url;
-  remote::Credentials credentials;
-};
-Result<ServerTarget> ServerTargetFor(Context& ctx);
-
 // POST …/verify with `options` (the JSON body): the new task's id. When a
 // verify of the store is already running, its id, with *already_running.
 Result<std::string> StartServerVerify(const ServerTarget& target, const nlohmann::json& options,

@@ -341,12 +341,31 @@ Result<uint64_t> ChunkerStep(const BenchData& d, ChunkerState& s, size_t i) {
 // The CPU rows: PBS's columns first, then cairn's own stages.
 Status MeasureCpuRows(const MachineBenchOptions& options, int threads, const BenchData& data,
                       std::vector<BenchRow>* rows) {
-  // Seam for the server (issue 6): when -r names one, this row POSTs 4 MiB
-  // buffers to its speedtest endpoint for `seconds`, on one connection and
-  // on one per core, as PBS's upload_speedtest does.
-  rows->push_back({"tls", "upload of 4 MiB buffers to a server over TLS", std::nullopt,
-                   std::nullopt, kPbsTls, "n/a (no server yet)"});
-  if (options.on_row) options.on_row(rows->back());
+  // With -r https://…: 4 MiB buffers to (and from) the server's speedtest
+  // endpoint for `seconds`, on one connection and on one per thread, as
+  // PBS's upload_speedtest does.
+  for (bool upload : {true, false}) {
+    const WorkFactory& work = upload ? options.tls_upload : options.tls_download;
+    BenchRow row{upload ? "tls" : "tls_download",
+                 upload ? "upload of 4 MiB buffers to a server over TLS"
+                        : "download of 4 MiB buffers from a server over TLS",
+                 std::nullopt, std::nullopt,
+                 upload ? std::optional<double>(kPbsTls) : std::nullopt,
+                 "n/a (no server: -r https://HOST:PORT/STORE)"};
+    if (work) {
+      for (int t : {1, threads}) {
+        MeasureOptions mo;
+        mo.threads = t;
+        mo.seconds = options.seconds;
+        CAIRN_ASSIGN_OR_RETURN(Rate rate, MeasureRate(mo, work));
+        (t == 1 ? row.per_core_mb_s : row.all_cores_mb_s) = rate.MBPerSecond();
+      }
+      row.note = fmt::format("{} (one connection; {} connections)", options.server, threads);
+    }
+    if (!upload && !work) continue;  // the download row only with a server
+    rows->push_back(row);
+    if (options.on_row) options.on_row(rows->back());
+  }
 
   struct Stage {
     const char* name;

@@ -161,6 +161,12 @@ struct MachineBenchOptions {
   uint64_t stream_bytes = kDefaultStreamBytes;
   // With a datastore, the store rows too. Must outlive the call.
   const datastore::Datastore* store = nullptr;
+  // With a server (-r https://…): the tls rows. Each builds thread i's
+  // work, one request on that thread's own connection per call (an upload
+  // of 4 MiB, or a download of 4 MiB), returning the bytes moved.
+  WorkFactory tls_upload;
+  WorkFactory tls_download;
+  std::string server;  // "https://host:port", for the notes
   // Optional: called once the data is ready (the report without rows), and
   // with each row as soon as it is measured, to show progress.
   std::function<void(const MachineBenchReport&)> on_start;

@@ -211,7 +211,7 @@ TEST(MachineBenchRunTest, EveryCpuRowHasPositiveFigures) {
   for (const BenchRow& r : report->rows) {
     if (r.name == "tls") {
       EXPECT_FALSE(r.per_core_mb_s.has_value());
-      EXPECT_EQ(r.note, "n/a (no server yet)");
+      EXPECT_EQ(r.note, "n/a (no server: -r https://HOST:PORT/STORE)");
       continue;
     }
     ASSERT_TRUE(r.per_core_mb_s && r.all_cores_mb_s) << r.name;
@@ -226,7 +226,7 @@ TEST(MachineBenchRunTest, JsonShape) {
   report.threads = 2;
   report.seconds = 1;
   report.mix = {35, 25, 30, 10};
-  report.rows.push_back({"tls", "upload", {}, {}, 1235, "n/a (no server yet)"});
+  report.rows.push_back({"tls", "upload", {}, {}, 1235, "n/a (no server: -r https://HOST:PORT/STORE)"});
   report.rows.push_back({"sha256", "hash", 1500.04, 2999.96, 2022, ""});
   nlohmann::json j = ReportJson(report);
   for (const char* key : {"machine", "threads", "seconds_per_measurement", "unit", "data", "repo",
@@ -255,8 +255,8 @@ TEST(MachineBenchRunTest, TableRowsComparePerCoreWithPbs) {
   std::string row = FormatRow({"sha256", "hash", 1011, 2000, 2022, ""});
   EXPECT_NE(row.find("1011"), std::string::npos) << row;
   EXPECT_NE(row.find("2022 (50%)"), std::string::npos) << row;
-  std::string tls = FormatRow({"tls", "upload", {}, {}, 1235, "n/a (no server yet)"});
-  EXPECT_NE(tls.find("n/a (no server yet)"), std::string::npos) << tls;
+  std::string tls = FormatRow({"tls", "upload", {}, {}, 1235, "n/a (no server: -r https://HOST:PORT/STORE)"});
+  EXPECT_NE(tls.find("n/a (no server: -r https://HOST:PORT/STORE)"), std::string::npos) << tls;
   EXPECT_EQ(tls.find("%"), std::string::npos) << tls;
 }
 

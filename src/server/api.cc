@@ -1,6 +1,7 @@
 #include "server/api.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <string_view>
 #include <vector>
@@ -104,6 +105,7 @@ class Handling {
       return SendJson(res_, 200, json{{"server", "cairn"}, {"api", kApiVersion}});
     }
     if (!Authenticate()) return;
+    if (seg.size() == 1 && seg[0] == "speedtest") return SpeedTest();
     if (seg.size() == 1 && seg[0] == "stores") {
       if (!Method("GET")) return;
       json names = json::array();
@@ -138,6 +140,36 @@ class Handling {
     if (req_.method == want) return true;
     SendError(res_, 405, fmt::format("{} takes {}, not {}", req_.path, want, req_.method));
     return false;
+  }
+
+  // `cairn benchmark -r https://…`'s tls rows: POST uploads a body that is
+  // thrown away; GET ?bytes=N (at most 64 MiB) downloads N bytes.
+  void SpeedTest() {
+    if (req_.method == "POST") {
+      return SendJson(res_, 200, json{{"bytes", req_.body.size()}});
+    }
+    if (!Method("GET")) return;
+    uint64_t n = 0;
+    std::string text = Query(req_, "bytes");
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || n == 0 || n > (64u << 20)) {
+      return SendError(res_, 400, "speedtest takes ?bytes=N, 1 to 67108864");
+    }
+    // Incompressible bytes, though TLS does not compress.
+    static const Bytes kPattern = [] {
+      Bytes b(1 << 20);
+      uint64_t x = 0x9e3779b97f4a7c15;
+      for (auto& c : b) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        c = static_cast<uint8_t>(x);
+      }
+      return b;
+    }();
+    Bytes out(n);
+    for (uint64_t at = 0; at < n; at += kPattern.size()) {
+      std::memcpy(&out[at], kPattern.data(), std::min<uint64_t>(kPattern.size(), n - at));
+    }
+    res_.Send(200, "application/octet-stream", out);
   }
 
   bool Authenticate() {

@@ -77,7 +77,10 @@ Result<VerifyTaskParams> VerifyTaskParams::FromJson(const json& body) {
   VerifyTaskParams p;
   if (body.is_null()) return p;
   if (!body.is_object()) return InvalidArgumentError("the verify options must be a JSON object");
-  for (const auto& [key, value] : body.items()) {
+  for (const auto& item : body.items()) {
+    // Named copies: clang does not let a lambda capture structured bindings.
+    const std::string key = item.key();
+    const json& value = item.value();
     auto bad = [&](std::string_view want) {
       return InvalidArgumentError(fmt::format("verify option \"{}\": expected {}", key, want));
     };

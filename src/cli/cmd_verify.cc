@@ -15,28 +15,6 @@
 namespace cairn::cli {
 namespace {
 
-// Snapshots named by `text`: "" = all, "vm/100" = a group, else a snapshot.
-Result<std::vector<datastore::SnapshotRef>> Select(const datastore::Datastore& store,
-                                                   const std::string& ns,
-                                                   const std::string& text) {
-  if (text.empty()) {
-    if (ns.empty()) return std::vector<datastore::SnapshotRef>{};  // the whole datastore
-    CAIRN_ASSIGN_OR_RETURN(auto all, store.ListAllSnapshots());
-    std::erase_if(all, [&](const auto& s) { return s.group.ns != ns; });
-    if (all.empty()) return NotFoundError(fmt::format("namespace {} has no snapshots", ns));
-    return all;
-  }
-  if (std::count(text.begin(), text.end(), '/') == 1) {
-    CAIRN_ASSIGN_OR_RETURN(auto group, datastore::ParseGroup(ns, text));
-    CAIRN_ASSIGN_OR_RETURN(auto snaps, store.ListSnapshots(group));
-    if (snaps.empty()) return NotFoundError(fmt::format("group {} has no snapshots", text));
-    return snaps;
-  }
-  CAIRN_ASSIGN_OR_RETURN(auto spec, datastore::ParseSnapshotSpec(ns, text));
-  CAIRN_ASSIGN_OR_RETURN(auto snap, store.Resolve(spec));
-  return std::vector<datastore::SnapshotRef>{snap};
-}
-
 struct VerifyArgs {
   std::string what;
   std::string jobs = "auto";
@@ -140,7 +118,7 @@ void Run(Context& ctx, const VerifyArgs& args) {
   const std::string& what = args.what;
   auto store = OpenRepoWithKey(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
-  auto snaps = Select(**store, ctx.ns, what);
+  auto snaps = verify::SelectSnapshots(**store, ctx.ns, what);
   if (!snaps.ok()) return Fail(ctx, snaps.status());
   verify::VerifyOptions options;
   options.snapshots = *snaps;

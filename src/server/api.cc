@@ -66,20 +66,6 @@ std::vector<std::string_view> Segments(std::string_view path) {
   return out;
 }
 
-// Names of the files in a snapshot directory a client may read: the
-// manifest, archive indexes and blobs, the verify state. Nothing with a '/',
-// nothing hidden, only known suffixes.
-bool IsSnapshotFileName(std::string_view name) {
-  if (name.empty() || name.size() > 200 || name[0] == '.') return false;
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return name.ends_with(".blob") || name.ends_with(".img.fidx") ||
-         name.ends_with(".tree.meta.didx") || name.ends_with(".tree.data.didx");
-}
-
 std::string Query(const net::HttpRequest& r, const std::string& name) {
   auto it = r.query.find(name);
   return it == r.query.end() ? std::string() : it->second;

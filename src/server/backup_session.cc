@@ -40,15 +40,8 @@ namespace {
 constexpr uint32_t kMaxStoredChunk = blob::kMaxRawSize + 4096;
 
 bool IsArchiveFileName(std::string_view name) {
-  if (name.empty() || name.size() > 200 || name[0] == '.') return false;
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  if (name == index::kManifestFileName || name == datastore::kVerifyStateFileName) return false;
-  return name.ends_with(".blob") || name.ends_with(".img.fidx") ||
-         name.ends_with(".tree.meta.didx") || name.ends_with(".tree.data.didx");
+  return IsSnapshotFileName(name) && name != index::kManifestFileName &&
+         name != datastore::kVerifyStateFileName;
 }
 
 std::string NewSessionId() {
@@ -73,6 +66,17 @@ Status CheckReferences(const BackupSession& s, const std::string& file, const In
 }
 
 }  // namespace
+
+bool IsSnapshotFileName(std::string_view name) {
+  if (name.empty() || name.size() > 200 || name[0] == '.') return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return name.ends_with(".blob") || name.ends_with(".img.fidx") ||
+         name.ends_with(".tree.meta.didx") || name.ends_with(".tree.data.didx");
+}
 
 std::string ReadGroupOwner(Env& env, const std::string& group_dir) {
   auto owner = ReadWholeFile(env, JoinPath(group_dir, kOwnerFileName), 4096);

@@ -98,6 +98,11 @@ class SessionRegistry {
   std::thread reaper_;
 };
 
+// Names of the files of a snapshot directory a client may read or upload:
+// the manifest, archive indexes and blobs, the verify state. Nothing with a
+// '/', nothing hidden, only known suffixes.
+bool IsSnapshotFileName(std::string_view name);
+
 // The owner file of a group: the name of the token that created it.
 inline constexpr char kOwnerFileName[] = "owner";
 // The owner named in GROUP/owner, or "" when there is none.

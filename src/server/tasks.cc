@@ -21,30 +21,6 @@ constexpr char kTasksDir[] = "tasks";
 constexpr uint64_t kMaxStatusFile = 16 << 20;
 constexpr uint64_t kMaxLogFile = uint64_t{1} << 30;
 
-// Snapshots named by `text` as `cairn verify` takes them: "" = all (or the
-// namespace's), "vm/100" = a group, else a snapshot.
-Result<std::vector<datastore::SnapshotRef>> Select(const datastore::Datastore& store,
-                                                   const std::string& ns,
-                                                   const std::string& text) {
-  CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ns));
-  if (text.empty()) {
-    if (ns.empty()) return std::vector<datastore::SnapshotRef>{};  // the whole datastore
-    CAIRN_ASSIGN_OR_RETURN(auto all, store.ListAllSnapshots());
-    std::erase_if(all, [&](const auto& s) { return s.group.ns != ns; });
-    if (all.empty()) return NotFoundError(fmt::format("namespace {} has no snapshots", ns));
-    return all;
-  }
-  if (std::count(text.begin(), text.end(), '/') == 1) {
-    CAIRN_ASSIGN_OR_RETURN(auto group, datastore::ParseGroup(ns, text));
-    CAIRN_ASSIGN_OR_RETURN(auto snaps, store.ListSnapshots(group));
-    if (snaps.empty()) return NotFoundError(fmt::format("group {} has no snapshots", text));
-    return snaps;
-  }
-  CAIRN_ASSIGN_OR_RETURN(auto spec, datastore::ParseSnapshotSpec(ns, text));
-  CAIRN_ASSIGN_OR_RETURN(auto snap, store.Resolve(spec));
-  return std::vector<datastore::SnapshotRef>{snap};
-}
-
 Result<TaskState> ParseState(std::string_view s) {
   if (s == "running") return TaskState::kRunning;
   if (s == "ok") return TaskState::kOk;
@@ -316,7 +292,8 @@ Result<TaskManager::Started> TaskManager::StartVerify(const std::string& store,
       ++t;
     }
   }
-  CAIRN_ASSIGN_OR_RETURN(auto snapshots, Select(*it->second, params.ns, params.snapshot));
+  CAIRN_ASSIGN_OR_RETURN(auto snapshots,
+                         verify::SelectSnapshots(*it->second, params.ns, params.snapshot));
   uint8_t raw[16];
   crypto::RandomBytes(raw);
   auto task = std::make_shared<Task>();

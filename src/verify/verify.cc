@@ -606,6 +606,28 @@ bool IsRotational(const std::string& path) {
   return false;
 }
 
+Result<std::vector<datastore::SnapshotRef>> SelectSnapshots(const datastore::Datastore& store,
+                                                            const std::string& ns,
+                                                            const std::string& text) {
+  CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ns));
+  if (text.empty()) {
+    if (ns.empty()) return std::vector<datastore::SnapshotRef>{};  // the whole datastore
+    CAIRN_ASSIGN_OR_RETURN(auto all, store.ListAllSnapshots());
+    std::erase_if(all, [&](const auto& s) { return s.group.ns != ns; });
+    if (all.empty()) return NotFoundError(fmt::format("namespace {} has no snapshots", ns));
+    return all;
+  }
+  if (std::count(text.begin(), text.end(), '/') == 1) {
+    CAIRN_ASSIGN_OR_RETURN(auto group, datastore::ParseGroup(ns, text));
+    CAIRN_ASSIGN_OR_RETURN(auto snaps, store.ListSnapshots(group));
+    if (snaps.empty()) return NotFoundError(fmt::format("group {} has no snapshots", text));
+    return snaps;
+  }
+  CAIRN_ASSIGN_OR_RETURN(auto spec, datastore::ParseSnapshotSpec(ns, text));
+  CAIRN_ASSIGN_OR_RETURN(auto snap, store.Resolve(spec));
+  return std::vector<datastore::SnapshotRef>{snap};
+}
+
 Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOptions& options) {
   if (options.cover_days < 0 || options.cover_days > 36500) {
     return InvalidArgumentError(

@@ -177,6 +177,14 @@ struct VerifyReport {
   bool ok() const { return problems.empty(); }
 };
 
+// The snapshots `cairn verify` (and a server's verify task) selects by
+// `text` in namespace `ns`: "" = all (the whole datastore when `ns` is the
+// root: an empty list), "TYPE/ID" = a group, else one snapshot. NotFound
+// when a namespace or group has no snapshots.
+Result<std::vector<datastore::SnapshotRef>> SelectSnapshots(const datastore::Datastore& store,
+                                                            const std::string& ns,
+                                                            const std::string& text);
+
 // An error is returned only when verify could not run at all (the datastore
 // is unreadable); damage found is in the report.
 Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOptions& options);

@@ -23,7 +23,6 @@
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/http/vector_body.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -37,6 +36,7 @@
 #include "base/env.h"
 #include "base/logging.h"
 #include "datastore/datastore.h"
+#include "net/byte_body.h"
 #include "net/http_server.h"
 #include "server/api.h"
 #include "server/tokens.h"
@@ -196,7 +196,7 @@ void ReplaceAll(std::string* s, std::string_view from, const std::string& to) {
 
 // What the server does with one parsed request (Session::OnRead, then the
 // worker), with the invariants above.
-void Serve(World& w, http::request<http::vector_body<uint8_t>>& message) {
+void Serve(World& w, http::request<cairn::net::ByteBody>& message) {
   cairn::net::HttpRequest req;
   req.method = std::string(message.method_string());
   req.target = std::string(message.target());
@@ -248,7 +248,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   World& w = TheWorld();
   boost::asio::const_buffer input(data, size);
   for (int n = 0; n < kMaxRequests && input.size() > 0; ++n) {
-    http::request_parser<http::vector_body<uint8_t>> parser;
+    http::request_parser<cairn::net::ByteBody> parser;
     parser.header_limit(kHeaderLimit);
     parser.body_limit(kBodyLimit);
     beast::error_code ec;

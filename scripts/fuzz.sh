@@ -55,6 +55,17 @@ for spec in "${targets[@]}"; do
   corpus="$build/corpus/$name"
   artifacts="$build/artifacts/$name"
   mkdir -p "$corpus" "$artifacts"
+  # Inputs that once failed (fuzz/regressions/<target>/) are replayed first.
+  regressions="$root/fuzz/regressions/$name"
+  if [[ -d "$regressions" ]] && compgen -G "$regressions/*" >/dev/null; then
+    echo "== $name: replaying $(find "$regressions" -type f | wc -l) regression input(s)"
+    if ! "$build/fuzz/$name" "$regressions"/* >"$build/$name.regressions.log" 2>&1; then
+      echo "!! $name FAILED on a regression input; last lines of $build/$name.regressions.log:" >&2
+      tail -n 40 "$build/$name.regressions.log" >&2
+      failed+=("$name")
+      continue
+    fi
+  fi
   echo "== $name: ${seconds}s, max_len $max_len"
   # shellcheck disable=SC2086  # $extra is empty or one flag
   if ! "$build/fuzz/$name" "$corpus" $extra \

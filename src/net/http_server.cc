@@ -30,7 +30,6 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/http/vector_body.hpp>
 #include <boost/beast/ssl.hpp>
 #include <condition_variable>
 #include <exception>
@@ -40,6 +39,7 @@
 #include <optional>
 #include <thread>
 
+#include "net/byte_body.h"
 #include "pipeline/bounded_queue.h"
 #include "pipeline/worker_group.h"
 
@@ -54,7 +54,7 @@ using tcp = asio::ip::tcp;
 using error_code = beast::error_code;
 
 using Stream = beast::ssl_stream<beast::tcp_stream>;
-using RequestParser = http::request_parser<http::vector_body<uint8_t>>;
+using RequestParser = http::request_parser<ByteBody>;
 
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
 constexpr auto kLingerTime = std::chrono::milliseconds(1000);

@@ -14,7 +14,7 @@
 //   - no token → 401, a bad secret → 401, another datastore → 403, a
 //     backup token reading chunks → 403; each with a message saying so;
 //   - snapshots forgotten on the server leave the client's mirror;
-//   - gc and prune are refused on a server for now;
+//   - init is refused on a server (maintenance works: cli_server_admin_test.cc);
 //   - the server survives garbage on its port and stops cleanly on SIGTERM.
 #include <filesystem>
 #include <string>
@@ -142,15 +142,9 @@ TEST_F(ServerTest, ForgottenSnapshotsLeaveTheMirror) {
   EXPECT_NE(text.find(SnapTime(1)), std::string::npos) << text;
 }
 
-TEST_F(ServerTest, ChangesThroughTheServerAreRefusedForNow) {
-  // (Backup through a server works: cli_server_backup_test.cc.)
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"gc"}, {"prune", "--keep-last", "1"}}) {
-    std::vector<std::string> rest(args.begin() + 1, args.end());
-    RunResult r = Remote(args[0], rest, reader_);
-    EXPECT_NE(r.exit_code, 0) << r.Describe();
-    EXPECT_NE(r.err.find("not supported yet"), std::string::npos) << r.Describe();
-  }
+TEST_F(ServerTest, InitThroughTheServerIsRefused) {
+  // (Backup through a server works: cli_server_backup_test.cc; prune, forget,
+  // gc and the rest: cli_server_admin_test.cc.)
   RunResult r = Cairn({"init", url_});
   EXPECT_NE(r.exit_code, 0);
 }

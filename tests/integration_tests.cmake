@@ -10,6 +10,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_backup_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_malformed_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_verify_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_admin_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_dedup_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_encryption_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_benchmark_test.cc

@@ -90,15 +90,26 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepoWithKey(Context& ctx) {
   return store;
 }
 
-Status RequireLocal(Context& ctx, std::string_view what) {
-  std::string repo = ctx.repo;
-  if (repo.empty()) {
-    if (const char* env_repo = std::getenv("CAIRN_REPO")) repo = env_repo;
+bool RepoIsServer(Context& ctx) {
+  if (ctx.repo.empty()) {
+    if (const char* env_repo = std::getenv("CAIRN_REPO")) ctx.repo = env_repo;
   }
-  if (!remote::IsRemoteUrl(repo)) return Status::Ok();
-  return UnimplementedError(fmt::format(
-      "{} on a server's datastore is not supported yet: run it on the server's datastore path",
-      what));
+  return remote::IsRemoteUrl(ctx.repo);
+}
+
+Result<nlohmann::json> CallStore(Context& ctx, std::string_view method, const std::string& suffix,
+                                 ByteSpan body) {
+  CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));
+  CAIRN_ASSIGN_OR_RETURN(ServerTarget target, ServerTargetFor(ctx));
+  remote::RemoteClient client(target.url, target.credentials);
+  const std::string path = client.StorePath("/" + suffix);
+  CAIRN_ASSIGN_OR_RETURN(Bytes answer, client.Call(method, path, body));
+  auto j = nlohmann::json::parse(AsStringView(answer), nullptr, false);
+  if (!j.is_object()) {
+    return DataLossError(fmt::format("server {}: the answer to {} {} is not a JSON object",
+                                     target.url.ToString(), method, path));
+  }
+  return j;
 }
 
 void AddRepoOptions(CLI::App* cmd, Context& ctx) {

@@ -62,9 +62,17 @@ Result<ServerTarget> ServerTargetFor(Context& ctx);
 // encrypted with it, encrypted snapshots read with it.
 Result<std::unique_ptr<datastore::Datastore>> OpenRepoWithKey(Context& ctx);
 
-// Fails with a clear message when ctx.repo (or CAIRN_REPO) names a server
-// and the command (`what`: "backup", "gc", …) needs a local datastore.
-Status RequireLocal(Context& ctx, std::string_view what);
+// True when ctx.repo (or CAIRN_REPO, which ctx.repo then takes) names a
+// server: the maintenance verbs then ask it (docs/SERVER.md, "Maintenance
+// through the server") instead of opening a datastore.
+bool RepoIsServer(Context& ctx);
+
+// One call of the server's API on ctx.repo's datastore: `method` on
+// /api/v1/stores/STORE/`suffix` (a query string included), the answer
+// parsed as a JSON object. HTTP errors come back as RemoteClient maps them
+// (403 PermissionDenied, 404 NotFound, …) with the server's message.
+Result<nlohmann::json> CallStore(Context& ctx, std::string_view method, const std::string& suffix,
+                                 ByteSpan body = {});
 
 // Adds -r/--repo, --ns, --token, --fingerprint (and --json) to a subcommand.
 void AddRepoOptions(CLI::App* cmd, Context& ctx);

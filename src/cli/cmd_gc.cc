@@ -1,39 +1,98 @@
 // cairn gc -r REPO [--dry-run] [--grace DURATION] [--threads N] [--json]
+// cairn gc -r https://HOST:PORT/STORE [--detach] [same options]
+//
+// On a server the gc runs there as a task (docs/SERVER.md, "Maintenance
+// through the server"), like verify --on-server: this starts it, follows it
+// and prints its report, which is the JSON a local `gc --json` prints; the
+// human output is printed from that JSON either way.
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
+#include "cli/cmd_task.h"
 #include "maintenance/gc.h"
 
 namespace cairn::cli {
 namespace {
 
+using nlohmann::json;
+
 struct GcArgs {
   bool dry_run = false;
   std::string grace = "5m";
   int threads = 0;
+  bool detach = false;
 };
 
-nlohmann::json ToJson(const maintenance::GcReport& r) {
-  return {{"dry_run", r.dry_run},
-          {"snapshots", r.snapshots},
-          {"indexes", r.indexes},
-          {"referenced_chunks", r.referenced_chunks},
-          {"chunk_files", r.chunk_files},
-          {"in_use_chunks", r.in_use_chunks},
-          {"removed_chunks", r.removed_chunks},
-          {"removed_bytes", r.removed_bytes},
-          {"pending_chunks", r.pending_chunks},
-          {"pending_bytes", r.pending_bytes},
-          {"restored_chunks", r.restored_chunks},
-          {"removed_temp_files", r.removed_temp_files},
-          {"bad_chunks", r.bad_chunks},
-          {"deferred", r.deferred},
-          {"held_back_by_backup",
-           r.held_back_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.held_back_by)},
-          {"cutoff", datastore::FormatRfc3339(r.cutoff_unix_ns / 1000000000)},
-          {"threads", r.threads},
-          {"mark_seconds", r.mark_seconds},
-          {"sweep_seconds", r.sweep_seconds}};
+uint64_t U64(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number_unsigned() ? j[key].get<uint64_t>() : 0;
+}
+double Seconds(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0;
+}
+std::string Str(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+
+// A gc report (maintenance::GcReportJson's form), local or the server's.
+void Print(Context& ctx, const json& r) {
+  if (ctx.json) return PrintJson(r);
+  fmt::print("marked {} chunks referenced by {} snapshots in {:.2f} s ({} threads)\n",
+             U64(r, "referenced_chunks"), U64(r, "snapshots"), Seconds(r, "mark_seconds"),
+             U64(r, "threads"));
+  fmt::print("swept {} chunk files in {:.2f} s: {} in use\n", U64(r, "chunk_files"),
+             Seconds(r, "sweep_seconds"), U64(r, "in_use_chunks"));
+  fmt::print("{} {} chunks, {}\n", r.value("dry_run", false) ? "would remove" : "removed",
+             U64(r, "removed_chunks"), HumanBytes(U64(r, "removed_bytes")));
+  const std::string cutoff = Str(r, "cutoff");
+  std::string why;
+  if (!Str(r, "held_back_by_backup").empty()) {
+    why = fmt::format("; a backup running since {} holds the cutoff back", cutoff);
+  }
+  if (r.value("deferred", false)) {
+    why += "; a backup ran meanwhile, so what was set aside goes at the next gc";
+  }
+  fmt::print("pending {} chunks, {} (unreferenced, but used after {}{})\n",
+             U64(r, "pending_chunks"), HumanBytes(U64(r, "pending_bytes")), cutoff, why);
+  if (U64(r, "restored_chunks") > 0) {
+    fmt::print("put back {} chunks a backup referenced while an earlier gc ran\n",
+               U64(r, "restored_chunks"));
+  }
+  if (U64(r, "removed_temp_files") > 0) {
+    fmt::print("removed {} temporary files left by killed backups\n",
+               U64(r, "removed_temp_files"));
+  }
+  if (U64(r, "bad_chunks") > 0) {
+    fmt::print("{} quarantined chunks (*.bad) kept for inspection\n", U64(r, "bad_chunks"));
+  }
+}
+
+// The gc as a task on the server: started (or, when one runs already,
+// joined), followed to its end, its report printed as a local gc's.
+void RunOnServer(Context& ctx, const GcArgs& args, const maintenance::GcOptions& options) {
+  auto target = ServerTargetFor(ctx);
+  if (!target.ok()) return Fail(ctx, target.status());
+  json body = {{"dry_run", options.dry_run}, {"grace_s", options.grace_seconds}};
+  if (options.threads > 0) body["threads"] = options.threads;
+  bool already_running = false;
+  auto id = StartServerTask(*target, "gc", body, &already_running);
+  if (!id.ok()) return Fail(ctx, id.status());
+  if (already_running) {
+    fmt::print(stderr, "cairn: a gc of {} is already running on the server (task {}); {}\n",
+               target->url.ToString(), *id, args.detach ? "not starting another" : "following it");
+  }
+  if (args.detach) {
+    if (ctx.json) return PrintJson({{"task", *id}, {"already_running", already_running}});
+    return fmt::print("{}\n", *id);
+  }
+  if (!already_running) fmt::print(stderr, "cairn: gc task {} started on the server\n", *id);
+  remote::RemoteClient client(target->url, target->credentials);
+  auto task = FollowTask(client, *id, /*print_log=*/false);
+  if (!task.ok()) return Fail(ctx, task.status());
+  if (task->value("state", "") != "ok" || !(*task)["report"].is_object()) {
+    return Fail(ctx, UnknownError(fmt::format("gc task {} on the server: {}", *id,
+                                              task->value("error", "ended without a report"))));
+  }
+  Print(ctx, (*task)["report"]);
 }
 
 void Run(Context& ctx, const GcArgs& args) {
@@ -48,38 +107,15 @@ void Run(Context& ctx, const GcArgs& args) {
   options.threads = args.threads;
   options.dry_run = args.dry_run;
   options.logger = ctx.logger.get();
-  if (Status s = RequireLocal(ctx, "gc"); !s.ok()) return Fail(ctx, s);
+  if (RepoIsServer(ctx)) return RunOnServer(ctx, args, options);
+  if (args.detach) {
+    return Fail(ctx, InvalidArgumentError("--detach goes with a server (-r https://…)"));
+  }
   auto store = OpenRepo(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
   auto report = maintenance::RunGc(**store, options);
   if (!report.ok()) return Fail(ctx, report.status());
-  const auto& r = *report;
-  if (ctx.json) return PrintJson(ToJson(r));
-  fmt::print("marked {} chunks referenced by {} snapshots in {:.2f} s ({} threads)\n",
-             r.referenced_chunks, r.snapshots, r.mark_seconds, r.threads);
-  fmt::print("swept {} chunk files in {:.2f} s: {} in use\n", r.chunk_files, r.sweep_seconds,
-             r.in_use_chunks);
-  fmt::print("{} {} chunks, {}\n", r.dry_run ? "would remove" : "removed", r.removed_chunks,
-             HumanBytes(r.removed_bytes));
-  std::string why;
-  if (!r.held_back_by.empty()) {
-    why = fmt::format("; a backup running since {} holds the cutoff back",
-                      datastore::FormatRfc3339(r.cutoff_unix_ns / 1000000000));
-  }
-  if (r.deferred) why += "; a backup ran meanwhile, so what was set aside goes at the next gc";
-  fmt::print("pending {} chunks, {} (unreferenced, but used after {}{})\n", r.pending_chunks,
-             HumanBytes(r.pending_bytes), datastore::FormatRfc3339(r.cutoff_unix_ns / 1000000000),
-             why);
-  if (r.restored_chunks > 0) {
-    fmt::print("put back {} chunks a backup referenced while an earlier gc ran\n",
-               r.restored_chunks);
-  }
-  if (r.removed_temp_files > 0) {
-    fmt::print("removed {} temporary files left by killed backups\n", r.removed_temp_files);
-  }
-  if (r.bad_chunks > 0) {
-    fmt::print("{} quarantined chunks (*.bad) kept for inspection\n", r.bad_chunks);
-  }
+  Print(ctx, maintenance::GcReportJson(*report));
 }
 
 }  // namespace
@@ -100,6 +136,9 @@ void RegisterGc(CLI::App& app, Context& ctx) {
                   "wait on the disk)")
       ->check(CLI::Range(1, 256))
       ->type_name("N");
+  cmd->add_flag("--detach", args->detach,
+                "on a server: start the gc task and print its id (follow it with cairn task "
+                "show --follow ID)");
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }
 

@@ -6,20 +6,37 @@
 //
 // SNAPSHOT is TYPE/ID/TIME or TYPE/ID/latest. None of these touch chunks:
 // `cairn gc` frees the space of what they remove.
+//
+// On a server (-r https://HOST:PORT/STORE) each asks the server's API
+// (docs/SERVER.md, "Maintenance through the server"), which runs the same
+// maintenance code on its datastore and answers the JSON the local command
+// prints with --json; both print from that JSON, so the output is the same.
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
 #include "maintenance/prune.h"
+#include "remote/remote_client.h"
 
 namespace cairn::cli {
 namespace {
 
-using maintenance::PruneOutcome;
+using nlohmann::json;
+
+std::string Str(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+// j[key] when it is an array, else an empty one (a malformed answer prints nothing).
+const json& Items(const json& j, const char* key) {
+  static const json kNone = json::array();
+  return j.is_object() && j.contains(key) && j[key].is_array() ? j[key] : kNone;
+}
+size_t Count(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number_unsigned() ? j[key].get<size_t>() : 0;
+}
 
 // "[ns] vm/100/TIME" outside the root namespace, as `cairn snapshots` shows it.
-std::string Display(const datastore::SnapshotRef& snap) {
-  return snap.group.ns.empty() ? snap.ToString()
-                               : fmt::format("[{}] {}", snap.group.ns, snap.ToString());
+std::string Display(const std::string& ns, const std::string& snapshot) {
+  return ns.empty() ? snapshot : fmt::format("[{}] {}", ns, snapshot);
 }
 
 // One line of prune's output, without padding after the last column.
@@ -29,33 +46,6 @@ void PrintLine(const std::string& name, std::string_view action, const std::stri
   fmt::print("{}\n", line);
 }
 
-// What a line of prune's output says a snapshot gets; in a dry run "remove"
-// is what would happen.
-std::string_view ActionName(PruneOutcome outcome) {
-  switch (outcome) {
-    case PruneOutcome::kKept: return "keep";
-    case PruneOutcome::kRemoved:
-    case PruneOutcome::kWouldRemove: return "remove";
-    case PruneOutcome::kInUse: return "in-use";
-    case PruneOutcome::kFailed: return "failed";
-  }
-  return "?";
-}
-
-// Opens the repository and resolves SNAPSHOT (TYPE/ID/TIME or …/latest).
-struct Target {
-  std::unique_ptr<datastore::Datastore> store;
-  datastore::SnapshotRef snap;
-};
-Result<Target> OpenTarget(Context& ctx, const std::string& text) {
-  Target t;
-  CAIRN_RETURN_IF_ERROR(RequireLocal(ctx, "changing snapshots"));
-  CAIRN_ASSIGN_OR_RETURN(t.store, OpenRepo(ctx));
-  CAIRN_ASSIGN_OR_RETURN(auto spec, datastore::ParseSnapshotSpec(ctx.ns, text));
-  CAIRN_ASSIGN_OR_RETURN(t.snap, t.store->Resolve(spec));
-  return t;
-}
-
 // --- prune -------------------------------------------------------------------
 
 struct PruneArgs {
@@ -63,42 +53,87 @@ struct PruneArgs {
   maintenance::PruneOptions options;
 };
 
-nlohmann::json GroupJson(const maintenance::GroupPruneReport& g) {
-  nlohmann::json snaps = nlohmann::json::array();
-  for (const auto& s : g.snapshots) {
-    snaps.push_back({{"snapshot", s.snap.ToString()},
-                     {"time", s.snap.TimeString()},
-                     {"action", ActionName(s.outcome)},
-                     {"reason", maintenance::KeepReasonName(s.reason)},
-                     {"protected", s.is_protected},
-                     {"detail", s.detail}});
+// One group of the report (maintenance::PruneReportJson's form).
+void PrintGroup(const json& g) {
+  const std::string ns = Str(g, "ns");
+  for (const json& s : Items(g, "snapshots")) {
+    const std::string action = Str(s, "action");
+    std::string why = action == "keep"     ? Str(s, "reason")
+                      : action == "in-use" ? fmt::format("kept this time: {}", Str(s, "detail"))
+                                           : Str(s, "detail");
+    PrintLine(Display(ns, Str(s, "snapshot")), action, why);
   }
-  nlohmann::json unfinished = nlohmann::json::array();
-  for (const auto& u : g.unfinished) {
-    unfinished.push_back(
-        {{"name", u.name}, {"action", ActionName(u.outcome)}, {"detail", u.detail}});
+  for (const json& u : Items(g, "unfinished")) {
+    std::string name = Display(ns, fmt::format("{}/{}", Str(g, "group"), Str(u, "name")));
+    std::string why = Str(u, "detail").empty()
+                          ? "unfinished backup (no manifest)"
+                          : fmt::format("unfinished backup: {}", Str(u, "detail"));
+    PrintLine(name, Str(u, "action"), why);
   }
-  return {{"group", g.group.ToString()},
-          {"ns", g.group.ns},
-          {"snapshots", snaps},
-          {"unfinished", unfinished}};
 }
 
-void PrintGroup(const maintenance::GroupPruneReport& g) {
-  for (const auto& s : g.snapshots) {
-    std::string why = s.outcome == PruneOutcome::kKept ? std::string(KeepReasonName(s.reason))
-                      : s.outcome == PruneOutcome::kInUse
-                          ? fmt::format("kept this time: {}", s.detail)
-                          : s.detail;
-    PrintLine(Display(s.snap), ActionName(s.outcome), why);
+// Prints a prune report, local or the server's (the same JSON), and fails
+// when something could not be removed.
+void PrintPrune(Context& ctx, const json& r) {
+  if (!r.contains("groups") || !r["groups"].is_array()) {
+    return Fail(ctx, DataLossError("malformed prune report: no \"groups\" list"));
   }
-  for (const auto& u : g.unfinished) {
-    std::string name = fmt::format("{}/{}", g.group.ToString(), u.name);
-    if (!g.group.ns.empty()) name = fmt::format("[{}] {}", g.group.ns, name);
-    std::string why = u.detail.empty() ? "unfinished backup (no manifest)"
-                                       : fmt::format("unfinished backup: {}", u.detail);
-    PrintLine(name, ActionName(u.outcome), why);
+  size_t unfinished_failed = 0;
+  for (const json& g : Items(r, "groups")) {
+    for (const json& u : Items(g, "unfinished")) unfinished_failed += Str(u, "action") == "failed";
   }
+  if (ctx.json) {
+    PrintJson(r);
+  } else {
+    for (const json& g : Items(r, "groups")) PrintGroup(g);
+    const size_t kept = Count(r, "kept"), removed = Count(r, "removed");
+    const size_t in_use = Count(r, "in_use"), unfinished_removed = Count(r, "unfinished_removed");
+    std::string unfinished =
+        unfinished_removed > 0 ? fmt::format(", {} unfinished", unfinished_removed) : "";
+    if (r.value("dry_run", false)) {
+      fmt::print("would keep {}, would remove {}{}; dry run: nothing removed\n", kept, removed,
+                 unfinished);
+    } else {
+      fmt::print("kept {}, removed {}{}, in use {}{}{}\n", kept, removed, unfinished, in_use,
+                 in_use > 0 ? " (kept this time)" : "",
+                 removed + unfinished_removed > 0 ? "; run `cairn gc` to free space" : "");
+    }
+  }
+  const size_t failed = Count(r, "failed");
+  if (failed + unfinished_failed > 0) {
+    Fail(ctx, UnknownError(fmt::format("{} snapshot(s) and {} unfinished directory(ies) could "
+                                       "not be removed (see above)",
+                                       failed, unfinished_failed)));
+  }
+}
+
+// POST …/prune: the server prunes its datastore with the same options.
+Result<json> PruneOnServer(Context& ctx, const PruneArgs& args) {
+  const maintenance::KeepOptions& k = args.options.keep;
+  json body = {{"ns", ctx.ns},
+               {"group", args.group},
+               {"keep",
+                {{"last", k.last},
+                 {"hourly", k.hourly},
+                 {"daily", k.daily},
+                 {"weekly", k.weekly},
+                 {"monthly", k.monthly},
+                 {"yearly", k.yearly},
+                 {"utc", k.utc}}},
+               {"dry_run", args.options.dry_run}};
+  std::string text = body.dump();
+  return CallStore(ctx, "POST", "prune", AsBytes(text));
+}
+
+Result<json> PruneLocal(Context& ctx, const PruneArgs& args) {
+  CAIRN_ASSIGN_OR_RETURN(auto store, OpenRepo(ctx));
+  std::optional<datastore::GroupRef> group;
+  if (!args.group.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(group, datastore::ParseGroup(ctx.ns, args.group));
+  }
+  auto report = maintenance::Prune(*store, ctx.ns, group, args.options);
+  if (!report.ok()) return report.status().WithContext("prune failed");
+  return maintenance::PruneReportJson(*report, ctx.ns, args.options.dry_run);
 }
 
 void RunPrune(Context& ctx, const PruneArgs& args) {
@@ -108,74 +143,75 @@ void RunPrune(Context& ctx, const PruneArgs& args) {
                          "of --keep-last, --keep-hourly, --keep-daily, --keep-weekly, "
                          "--keep-monthly, --keep-yearly)"));
   }
-  if (Status s = RequireLocal(ctx, "prune"); !s.ok()) return Fail(ctx, s);
-  auto store = OpenRepo(ctx);
-  if (!store.ok()) return Fail(ctx, store.status());
-  std::optional<datastore::GroupRef> group;
-  if (!args.group.empty()) {
-    auto g = datastore::ParseGroup(ctx.ns, args.group);
-    if (!g.ok()) return Fail(ctx, g.status());
-    group = *g;
-  }
-  auto report = maintenance::Prune(**store, ctx.ns, group, args.options);
-  if (!report.ok()) return Fail(ctx, report.status().WithContext("prune failed"));
-  const auto& r = *report;
-  const bool dry = args.options.dry_run;
-  if (ctx.json) {
-    nlohmann::json groups = nlohmann::json::array();
-    for (const auto& g : r.groups) groups.push_back(GroupJson(g));
-    PrintJson({{"dry_run", dry},
-               {"ns", ctx.ns},
-               {"kept", r.kept},
-               {"removed", r.removed},
-               {"in_use", r.in_use},
-               {"failed", r.failed},
-               {"unfinished_removed", r.unfinished_removed},
-               {"groups", groups}});
-  } else {
-    for (const auto& g : r.groups) PrintGroup(g);
-    std::string unfinished =
-        r.unfinished_removed > 0 ? fmt::format(", {} unfinished", r.unfinished_removed) : "";
-    if (dry) {
-      fmt::print("would keep {}, would remove {}{}; dry run: nothing removed\n", r.kept,
-                 r.removed, unfinished);
-    } else {
-      fmt::print("kept {}, removed {}{}, in use {}{}{}\n", r.kept, r.removed, unfinished,
-                 r.in_use, r.in_use > 0 ? " (kept this time)" : "",
-                 r.removed + r.unfinished_removed > 0 ? "; run `cairn gc` to free space" : "");
-    }
-  }
-  if (r.failed + r.unfinished_failed > 0) {
-    Fail(ctx, UnknownError(fmt::format("{} snapshot(s) and {} unfinished directory(ies) could "
-                                       "not be removed (see above)",
-                                       r.failed, r.unfinished_failed)));
-  }
+  auto report = RepoIsServer(ctx) ? PruneOnServer(ctx, args) : PruneLocal(ctx, args);
+  if (!report.ok()) return Fail(ctx, report.status());
+  PrintPrune(ctx, *report);
 }
 
 // --- forget, protect, notes --------------------------------------------------
 
+// Opens the repository and resolves SNAPSHOT (TYPE/ID/TIME or …/latest).
+struct Target {
+  std::unique_ptr<datastore::Datastore> store;
+  datastore::SnapshotRef snap;
+};
+Result<Target> OpenTarget(Context& ctx, const std::string& text) {
+  Target t;
+  CAIRN_ASSIGN_OR_RETURN(t.store, OpenRepo(ctx));
+  CAIRN_ASSIGN_OR_RETURN(auto spec, datastore::ParseSnapshotSpec(ctx.ns, text));
+  CAIRN_ASSIGN_OR_RETURN(t.snap, t.store->Resolve(spec));
+  return t;
+}
+
+// `method` on the server's …/ROUTE?ns=NS&snapshot=TEXT: the server resolves
+// TEXT (…/latest too) and answers {"snapshot", "ns", …} as the local --json.
+Result<json> OnServerSnapshot(Context& ctx, std::string_view method, const std::string& route,
+                              const std::string& text, ByteSpan body = {}) {
+  CAIRN_RETURN_IF_ERROR(datastore::ParseSnapshotSpec(ctx.ns, text).status());
+  return CallStore(ctx, method,
+                   route + remote::QueryString({{"ns", ctx.ns}, {"snapshot", text}}), body);
+}
+
+// The answer of a snapshot verb, local or the server's: {"snapshot", "ns", …}.
+json SnapshotJson(const datastore::SnapshotRef& snap) {
+  return {{"snapshot", snap.ToString()}, {"ns", snap.group.ns}};
+}
+
+Result<json> Forget(Context& ctx, const std::string& text) {
+  if (RepoIsServer(ctx)) return OnServerSnapshot(ctx, "DELETE", "snapshot", text);
+  CAIRN_ASSIGN_OR_RETURN(Target t, OpenTarget(ctx, text));
+  CAIRN_RETURN_IF_ERROR(maintenance::ForgetSnapshot(*t.store, t.snap));
+  json j = SnapshotJson(t.snap);
+  j["forgotten"] = true;
+  return j;
+}
+
 void RunForget(Context& ctx, const std::string& text) {
-  auto t = OpenTarget(ctx, text);
-  if (!t.ok()) return Fail(ctx, t.status());
-  Status s = maintenance::ForgetSnapshot(*t->store, t->snap);
-  if (!s.ok()) return Fail(ctx, s);
-  if (ctx.json) {
-    PrintJson({{"snapshot", t->snap.ToString()}, {"ns", t->snap.group.ns}, {"forgotten", true}});
-  } else {
-    fmt::print("forgot {}; run `cairn gc` to free space\n", Display(t->snap));
+  auto j = Forget(ctx, text);
+  if (!j.ok()) return Fail(ctx, j.status());
+  if (ctx.json) return PrintJson(*j);
+  fmt::print("forgot {}; run `cairn gc` to free space\n",
+             Display(Str(*j, "ns"), Str(*j, "snapshot")));
+}
+
+Result<json> Protect(Context& ctx, const std::string& text, bool on) {
+  if (RepoIsServer(ctx)) {
+    std::string body = json{{"protected", on}}.dump();
+    return OnServerSnapshot(ctx, "PUT", "protected", text, AsBytes(body));
   }
+  CAIRN_ASSIGN_OR_RETURN(Target t, OpenTarget(ctx, text));
+  CAIRN_RETURN_IF_ERROR(maintenance::SetProtected(*t.store, t.snap, on));
+  json j = SnapshotJson(t.snap);
+  j["protected"] = on;
+  return j;
 }
 
 void RunProtect(Context& ctx, const std::string& text, bool on) {
-  auto t = OpenTarget(ctx, text);
-  if (!t.ok()) return Fail(ctx, t.status());
-  Status s = maintenance::SetProtected(*t->store, t->snap, on);
-  if (!s.ok()) return Fail(ctx, s);
-  if (ctx.json) {
-    PrintJson({{"snapshot", t->snap.ToString()}, {"ns", t->snap.group.ns}, {"protected", on}});
-  } else {
-    fmt::print("{} {}\n", on ? "protected" : "unprotected", Display(t->snap));
-  }
+  auto j = Protect(ctx, text, on);
+  if (!j.ok()) return Fail(ctx, j.status());
+  if (ctx.json) return PrintJson(*j);
+  fmt::print("{} {}\n", on ? "protected" : "unprotected",
+             Display(Str(*j, "ns"), Str(*j, "snapshot")));
 }
 
 struct NotesArgs {
@@ -186,39 +222,50 @@ struct NotesArgs {
   CLI::Option* from_file = nullptr;
 };
 
+// Reads the notes (`text` nullopt) or replaces them: {"snapshot", "ns", "notes"}.
+Result<json> Notes(Context& ctx, const std::string& snapshot,
+                   const std::optional<std::string>& text) {
+  if (RepoIsServer(ctx)) {
+    if (!text) return OnServerSnapshot(ctx, "GET", "notes", snapshot);
+    return OnServerSnapshot(ctx, "PUT", "notes", snapshot, AsBytes(*text));
+  }
+  CAIRN_ASSIGN_OR_RETURN(Target t, OpenTarget(ctx, snapshot));
+  json j = SnapshotJson(t.snap);
+  if (text) {
+    CAIRN_RETURN_IF_ERROR(maintenance::WriteNotes(*t.store, t.snap, *text));
+    j["notes"] = *text;
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(std::string notes, maintenance::ReadNotes(*t.store, t.snap));
+    j["notes"] = notes;
+  }
+  return j;
+}
+
 void RunNotes(Context& ctx, const NotesArgs& args) {
   const bool set = args.set->count() > 0;
   const bool from_file = args.from_file->count() > 0;
   if (set && from_file) {
     return Fail(ctx, InvalidArgumentError("give either --set TEXT or --file PATH, not both"));
   }
-  auto t = OpenTarget(ctx, args.snapshot);
-  if (!t.ok()) return Fail(ctx, t.status());
-  if (!set && !from_file) {
-    auto notes = maintenance::ReadNotes(*t->store, t->snap);
-    if (!notes.ok()) return Fail(ctx, notes.status());
-    if (ctx.json) {
-      PrintJson({{"snapshot", t->snap.ToString()}, {"ns", t->snap.group.ns}, {"notes", *notes}});
-    } else if (!notes->empty()) {
-      fmt::print("{}{}", *notes, notes->ends_with('\n') ? "" : "\n");
-    }
-    return;
-  }
-  std::string text = args.text;
+  std::optional<std::string> text;
+  if (set) text = args.text;
   if (from_file) {
     // One byte over the limit is enough to tell a file that is too long.
     auto data = ReadWholeFile(*ctx.env, args.file, maintenance::kMaxNotesBytes + 1);
     if (!data.ok()) return Fail(ctx, data.status().WithContext("reading --file"));
     text = std::string(AsStringView(*data));
   }
-  Status s = maintenance::WriteNotes(*t->store, t->snap, text);
-  if (!s.ok()) return Fail(ctx, s);
-  if (ctx.json) {
-    PrintJson({{"snapshot", t->snap.ToString()}, {"ns", t->snap.group.ns}, {"notes", text}});
-  } else if (text.empty()) {
-    fmt::print("notes of {} cleared\n", Display(t->snap));
+  auto j = Notes(ctx, args.snapshot, text);
+  if (!j.ok()) return Fail(ctx, j.status());
+  if (ctx.json) return PrintJson(*j);
+  const std::string notes = Str(*j, "notes");
+  const std::string name = Display(Str(*j, "ns"), Str(*j, "snapshot"));
+  if (!text) {
+    if (!notes.empty()) fmt::print("{}{}", notes, notes.ends_with('\n') ? "" : "\n");
+  } else if (notes.empty()) {
+    fmt::print("notes of {} cleared\n", name);
   } else {
-    fmt::print("notes of {} set ({} bytes)\n", Display(t->snap), text.size());
+    fmt::print("notes of {} set ({} bytes)\n", name, notes.size());
   }
 }
 

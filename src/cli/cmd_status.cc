@@ -1,4 +1,8 @@
 // cairn status -r REPO [--json]
+//
+// On a server (-r https://HOST:PORT/STORE) the server reads its datastore's
+// status (GET …/status) and answers the JSON `status --json` prints; the
+// human output is printed from that JSON either way, so both look the same.
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
@@ -7,70 +11,64 @@
 namespace cairn::cli {
 namespace {
 
-std::string When(int64_t unix_seconds) {
-  return unix_seconds == 0 ? "never" : datastore::FormatRfc3339(unix_seconds);
+using nlohmann::json;
+
+uint64_t U64(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number_unsigned() ? j[key].get<uint64_t>() : 0;
+}
+// An RFC 3339 time, or "never" for null.
+std::string When(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "never";
 }
 
-void Run(Context& ctx) {
-  if (Status s = RequireLocal(ctx, "status"); !s.ok()) return Fail(ctx, s);
-  auto store = OpenRepo(ctx);
-  if (!store.ok()) return Fail(ctx, store.status());
-  auto st = maintenance::ReadStoreStatus(**store);
-  if (!st.ok()) return Fail(ctx, st.status());
-  const auto& s = *st;
-  nlohmann::json gc = nullptr;
-  if (s.last_gc) {
-    gc = {{"time", When(s.last_gc->end_unix_ns / 1000000000)},
-          {"removed_chunks", s.last_gc->removed_chunks},
-          {"removed_bytes", s.last_gc->removed_bytes},
-          {"pending_chunks", s.last_gc->pending_chunks},
-          {"pending_bytes", s.last_gc->pending_bytes}};
+Result<json> ReadStatus(Context& ctx) {
+  if (RepoIsServer(ctx)) {
+    CAIRN_ASSIGN_OR_RETURN(json j, CallStore(ctx, "GET", "status"));
+    j["datastore"] = ctx.repo;  // the server names the store; the user knows its URL
+    return j;
   }
-  if (ctx.json) {
-    return PrintJson(
-        {{"datastore", (*store)->path()},
-         {"namespaces", s.namespaces},
-         {"groups", s.groups},
-         {"snapshots", s.snapshots},
-         {"logical_bytes", s.logical_bytes},
-         {"chunks", s.chunks},
-         {"chunk_bytes", s.chunk_bytes},
-         {"dedup_factor", s.DedupFactor()},
-         {"trash_chunks", s.trash_chunks},
-         {"trash_bytes", s.trash_bytes},
-         {"bad_chunks", s.bad_chunks},
-         {"never_verified", s.never_verified},
-         {"failed_verify", s.failed_verify},
-         {"last_verify", s.last_verify_unix == 0 ? nlohmann::json(nullptr)
-                                                 : nlohmann::json(When(s.last_verify_unix))},
-         {"last_gc", gc},
-         {"fs_total_bytes", s.fs_total_bytes},
-         {"fs_free_bytes", s.fs_free_bytes}});
-  }
-  fmt::print("datastore   {}\n", (*store)->path());
-  fmt::print("snapshots   {} in {} groups{}\n", s.snapshots, s.groups,
-             s.namespaces > 0 ? fmt::format(" and {} namespaces", s.namespaces) : "");
+  CAIRN_ASSIGN_OR_RETURN(auto store, OpenRepo(ctx));
+  CAIRN_ASSIGN_OR_RETURN(auto status, maintenance::ReadStoreStatus(*store));
+  return maintenance::StoreStatusJson(status, store->path());
+}
+
+void Print(const json& s) {
+  fmt::print("datastore   {}\n", s.value("datastore", ""));
+  const uint64_t namespaces = U64(s, "namespaces");
+  fmt::print("snapshots   {} in {} groups{}\n", U64(s, "snapshots"), U64(s, "groups"),
+             namespaces > 0 ? fmt::format(" and {} namespaces", namespaces) : "");
+  const double dedup = s.contains("dedup_factor") && s["dedup_factor"].is_number()
+                           ? s["dedup_factor"].get<double>()
+                           : 0;
   fmt::print("data        {} in snapshots, {} in {} chunks on disk: dedup factor {:.2f}\n",
-             HumanBytes(s.logical_bytes), HumanBytes(s.chunk_bytes), s.chunks, s.DedupFactor());
-  if (s.trash_chunks > 0) {
-    fmt::print("set aside   {} chunks, {} (freed by the next gc)\n", s.trash_chunks,
-               HumanBytes(s.trash_bytes));
+             HumanBytes(U64(s, "logical_bytes")), HumanBytes(U64(s, "chunk_bytes")),
+             U64(s, "chunks"), dedup);
+  if (U64(s, "trash_chunks") > 0) {
+    fmt::print("set aside   {} chunks, {} (freed by the next gc)\n", U64(s, "trash_chunks"),
+               HumanBytes(U64(s, "trash_bytes")));
   }
-  if (s.bad_chunks > 0) fmt::print("quarantined {} chunks (*.bad)\n", s.bad_chunks);
+  if (U64(s, "bad_chunks") > 0) fmt::print("quarantined {} chunks (*.bad)\n", U64(s, "bad_chunks"));
   fmt::print("verify      last {}; {} snapshots never verified, {} failed\n",
-             When(s.last_verify_unix), s.never_verified, s.failed_verify);
-  if (s.last_gc) {
-    fmt::print("gc          last {}: removed {} chunks ({}), {} pending ({})\n",
-               When(s.last_gc->end_unix_ns / 1000000000), s.last_gc->removed_chunks,
-               HumanBytes(s.last_gc->removed_bytes), s.last_gc->pending_chunks,
-               HumanBytes(s.last_gc->pending_bytes));
+             When(s, "last_verify"), U64(s, "never_verified"), U64(s, "failed_verify"));
+  if (s.contains("last_gc") && s["last_gc"].is_object()) {
+    const json& gc = s["last_gc"];
+    fmt::print("gc          last {}: removed {} chunks ({}), {} pending ({})\n", When(gc, "time"),
+               U64(gc, "removed_chunks"), HumanBytes(U64(gc, "removed_bytes")),
+               U64(gc, "pending_chunks"), HumanBytes(U64(gc, "pending_bytes")));
   } else {
     fmt::print("gc          never run\n");
   }
-  if (s.fs_total_bytes > 0) {
-    fmt::print("disk        {} free of {}\n", HumanBytes(s.fs_free_bytes),
-               HumanBytes(s.fs_total_bytes));
+  if (U64(s, "fs_total_bytes") > 0) {
+    fmt::print("disk        {} free of {}\n", HumanBytes(U64(s, "fs_free_bytes")),
+               HumanBytes(U64(s, "fs_total_bytes")));
   }
+}
+
+void Run(Context& ctx) {
+  auto status = ReadStatus(ctx);
+  if (!status.ok()) return Fail(ctx, status.status());
+  if (ctx.json) return PrintJson(*status);
+  Print(*status);
 }
 
 }  // namespace

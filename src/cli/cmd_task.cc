@@ -21,8 +21,8 @@ using nlohmann::json;
 // RemoteClient::Call turns a 409 into an error and drops its body, which
 // holds the running task's id; so this one request goes over a connection
 // of its own.
-Result<std::string> StartServerVerify(const ServerTarget& target, const json& options,
-                                      bool* already_running) {
+Result<std::string> StartServerTask(const ServerTarget& target, std::string_view kind,
+                                    const json& options, bool* already_running) {
   *already_running = false;
   net::ClientOptions o;
   o.host = target.url.host;
@@ -30,15 +30,24 @@ Result<std::string> StartServerVerify(const ServerTarget& target, const json& op
   o.fingerprint = target.credentials.fingerprint;
   if (!target.credentials.token.empty()) o.authorization = "Bearer " + target.credentials.token;
   CAIRN_ASSIGN_OR_RETURN(auto connection, net::HttpConnection::Connect(o));
-  const std::string path = "/api/v1/stores/" + net::UrlEncode(target.url.store) + "/verify";
+  const std::string path =
+      "/api/v1/stores/" + net::UrlEncode(target.url.store) + "/" + std::string(kind);
   const std::string body = options.dump();
   CAIRN_ASSIGN_OR_RETURN(net::HttpResponse response,
                          connection->Request("POST", path, AsBytes(body), "application/json"));
   json answer = json::parse(AsStringView(response.body), nullptr, false);
   const bool has_task = answer.is_object() && answer.contains("task") && answer["task"].is_string();
   if ((response.status == 202 || response.status == 409) && has_task) {
+    const std::string id = answer["task"].get<std::string>();
+    const std::string running = answer.value("kind", std::string(kind));
+    if (response.status == 409 && running != kind) {
+      return FailedPreconditionError(fmt::format(
+          "server {}: a {} task ({}) runs on the datastore, and the server runs one task per "
+          "datastore at a time; wait for it (cairn task show --follow {}) and try again",
+          target.url.ToString(), running, id, id));
+    }
     *already_running = response.status == 409;
-    return answer["task"].get<std::string>();
+    return id;
   }
   std::string message = answer.is_object() && answer.contains("error") && answer["error"].is_string()
                             ? answer["error"].get<std::string>()
@@ -103,14 +112,20 @@ Result<json> FollowTask(remote::RemoteClient& client, const std::string& id, boo
     if (print_log) CAIRN_RETURN_IF_ERROR(PrintLog(client, id, &since));
     const uint64_t done = U64(task, "progress", "done_bytes");
     const uint64_t total = U64(task, "progress", "total_bytes");
-    if (total != progress.total_bytes.load()) progress.StartPhase("verify", total);
+    // A phase name outlives the call: the bar keeps the pointer.
+    const char* phase = task.value("kind", "") == "gc" ? "gc" : "verify";
+    if (total != progress.total_bytes.load()) progress.StartPhase(phase, total);
     progress.done_bytes.store(done);
     if (task["state"] != "running") return task;
     auto now = std::chrono::steady_clock::now();
     if (!terminal && !print_log && now - last_line >= std::chrono::seconds(5)) {
       last_line = now;
-      fmt::print(stderr, "cairn: task {}: verify {} of {} ({:.0f}%)\n", id, HumanBytes(done),
-                 HumanBytes(total), total > 0 ? 100.0 * static_cast<double>(done) / total : 0.0);
+      if (total > 0) {
+        fmt::print(stderr, "cairn: task {}: {} {} of {} ({:.0f}%)\n", id, phase, HumanBytes(done),
+                   HumanBytes(total), 100.0 * static_cast<double>(done) / total);
+      } else {
+        fmt::print(stderr, "cairn: task {}: {} running\n", id, phase);
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
@@ -169,7 +184,7 @@ void PrintTask(const json& t) {
   fmt::print("state     {}{}\n", Str(t, "state"),
              Str(t, "error").empty() ? "" : ": " + Str(t, "error"));
   fmt::print("started   {}\n", Str(t, "started_at"));
-  if (t.contains("params") && t["params"].is_object()) {
+  if (Str(t, "kind") == "verify" && t.contains("params") && t["params"].is_object()) {
     const json& p = t["params"];
     std::string scope = Str(p, "snapshot").empty() ? "everything" : Str(p, "snapshot");
     if (!Str(p, "ns").empty()) scope = "ns " + Str(p, "ns") + " " + scope;
@@ -229,7 +244,8 @@ void List(Context& ctx) {
 }  // namespace
 
 void RegisterTask(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("task", "show tasks running on a cairn server (verify --on-server)");
+  auto* cmd = app.add_subcommand(
+      "task", "show tasks running on a cairn server (verify --on-server, gc)");
   cmd->require_subcommand(1);
   auto args = std::make_shared<ShowArgs>();
   auto* show = cmd->add_subcommand("show", "show a task's status, or follow it to its end");

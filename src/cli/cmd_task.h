@@ -1,5 +1,6 @@
 // Tasks on a cairn server (docs/SERVER.md, "Server-side verify and tasks"):
-// `cairn task show|list`, and the client side of `cairn verify --on-server`.
+// `cairn task show|list`, and the client side of `cairn verify --on-server`
+// and `cairn gc -r https://…`.
 #pragma once
 
 #include <memory>
@@ -13,10 +14,12 @@
 
 namespace cairn::cli {
 
-// POST …/verify with `options` (the JSON body): the new task's id. When a
-// verify of the store is already running, its id, with *already_running.
-Result<std::string> StartServerVerify(const ServerTarget& target, const nlohmann::json& options,
-                                      bool* already_running);
+// POST …/`kind` ("verify" or "gc") with `options` (the JSON body): the new
+// task's id. When a task of the same kind runs on the store already, its id,
+// with *already_running; when one of another kind runs (one task per
+// datastore), FailedPrecondition naming it.
+Result<std::string> StartServerTask(const ServerTarget& target, std::string_view kind,
+                                    const nlohmann::json& options, bool* already_running);
 
 // Polls task `id` until it has ended: a progress bar when stderr is a
 // terminal, else a line every few seconds; with `print_log`, the task's log

@@ -52,7 +52,7 @@ void RunOnServer(Context& ctx, const VerifyArgs& args) {
   if (args.cover_days > 0) options["cover_days"] = args.cover_days;
   if (args.order != "auto") options["order"] = args.order;
   bool already_running = false;
-  auto id = StartServerVerify(*target, options, &already_running);
+  auto id = StartServerTask(*target, "verify", options, &already_running);
   if (!id.ok()) return Fail(ctx, id.status());
   if (already_running) {
     fmt::print(stderr, "cairn: a verify of {} is already running on the server (task {}); {}\n",

@@ -548,4 +548,27 @@ std::optional<GcReport> ReadLastGc(const datastore::Datastore& store) {
   return r;
 }
 
+nlohmann::json GcReportJson(const GcReport& r) {
+  return {{"dry_run", r.dry_run},
+          {"snapshots", r.snapshots},
+          {"indexes", r.indexes},
+          {"referenced_chunks", r.referenced_chunks},
+          {"chunk_files", r.chunk_files},
+          {"in_use_chunks", r.in_use_chunks},
+          {"removed_chunks", r.removed_chunks},
+          {"removed_bytes", r.removed_bytes},
+          {"pending_chunks", r.pending_chunks},
+          {"pending_bytes", r.pending_bytes},
+          {"restored_chunks", r.restored_chunks},
+          {"removed_temp_files", r.removed_temp_files},
+          {"bad_chunks", r.bad_chunks},
+          {"deferred", r.deferred},
+          {"held_back_by_backup",
+           r.held_back_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.held_back_by)},
+          {"cutoff", datastore::FormatRfc3339(r.cutoff_unix_ns / 1000000000)},
+          {"threads", r.threads},
+          {"mark_seconds", r.mark_seconds},
+          {"sweep_seconds", r.sweep_seconds}};
+}
+
 }  // namespace cairn::maintenance

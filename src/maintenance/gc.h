@@ -27,6 +27,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "base/logging.h"
 #include "base/status.h"
 #include "datastore/datastore.h"
@@ -74,6 +76,12 @@ struct GcReport {
 // an index of a finished snapshot cannot be read (a chunk it names could
 // be removed otherwise): the message names the snapshot and archive.
 Result<GcReport> RunGc(const datastore::Datastore& store, const GcOptions& options);
+
+// The report as `cairn gc --json` prints it (counts, "held_back_by_backup",
+// "cutoff" as RFC 3339, threads, seconds). A gc task on the server keeps the
+// same document as its "report", so `cairn gc -r https://…` prints exactly
+// what a local gc does.
+nlohmann::json GcReportJson(const GcReport& report);
 
 // The last finished run (nullopt when none, or unreadable).
 std::optional<GcReport> ReadLastGc(const datastore::Datastore& store);

@@ -432,4 +432,47 @@ Result<PruneReport> Prune(const Datastore& store, const std::string& ns,
   return report;
 }
 
+std::string_view PruneActionName(PruneOutcome outcome) {
+  switch (outcome) {
+    case PruneOutcome::kKept: return "keep";
+    case PruneOutcome::kRemoved:
+    case PruneOutcome::kWouldRemove: return "remove";
+    case PruneOutcome::kInUse: return "in-use";
+    case PruneOutcome::kFailed: return "failed";
+  }
+  return "?";
+}
+
+nlohmann::json PruneReportJson(const PruneReport& r, const std::string& ns, bool dry_run) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (const GroupPruneReport& g : r.groups) {
+    nlohmann::json snaps = nlohmann::json::array();
+    for (const PrunedSnapshot& s : g.snapshots) {
+      snaps.push_back({{"snapshot", s.snap.ToString()},
+                       {"time", s.snap.TimeString()},
+                       {"action", PruneActionName(s.outcome)},
+                       {"reason", KeepReasonName(s.reason)},
+                       {"protected", s.is_protected},
+                       {"detail", s.detail}});
+    }
+    nlohmann::json unfinished = nlohmann::json::array();
+    for (const UnfinishedDir& u : g.unfinished) {
+      unfinished.push_back(
+          {{"name", u.name}, {"action", PruneActionName(u.outcome)}, {"detail", u.detail}});
+    }
+    groups.push_back({{"group", g.group.ToString()},
+                      {"ns", g.group.ns},
+                      {"snapshots", std::move(snaps)},
+                      {"unfinished", std::move(unfinished)}});
+  }
+  return {{"dry_run", dry_run},
+          {"ns", ns},
+          {"kept", r.kept},
+          {"removed", r.removed},
+          {"in_use", r.in_use},
+          {"failed", r.failed},
+          {"unfinished_removed", r.unfinished_removed},
+          {"groups", std::move(groups)}};
+}
+
 }  // namespace cairn::maintenance

@@ -41,6 +41,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "datastore/datastore.h"
 
@@ -190,5 +192,17 @@ struct PruneReport {
 Result<PruneReport> Prune(const datastore::Datastore& store, const std::string& ns,
                           const std::optional<datastore::GroupRef>& group,
                           const PruneOptions& options);
+
+// What a line of `cairn prune` says a snapshot gets: "keep", "remove" (in a
+// dry run: what would happen), "in-use", "failed".
+std::string_view PruneActionName(PruneOutcome outcome);
+
+// The report as `cairn prune --json` prints it: {"dry_run", "ns", "kept",
+// "removed", "in_use", "failed", "unfinished_removed", "groups": [{"group",
+// "ns", "snapshots": [{"snapshot", "time", "action", "reason", "protected",
+// "detail"}], "unfinished": [{"name", "action", "detail"}]}]}. The server's
+// POST …/prune answers the same document, so a prune through a server prints
+// exactly what a local one does.
+nlohmann::json PruneReportJson(const PruneReport& report, const std::string& ns, bool dry_run);
 
 }  // namespace cairn::maintenance

@@ -75,4 +75,41 @@ Result<StoreStatus> ReadStoreStatus(const datastore::Datastore& store, int threa
   return st;
 }
 
+namespace {
+
+nlohmann::json When(int64_t unix_seconds) {
+  return unix_seconds == 0 ? nlohmann::json(nullptr)
+                           : nlohmann::json(datastore::FormatRfc3339(unix_seconds));
+}
+
+}  // namespace
+
+nlohmann::json StoreStatusJson(const StoreStatus& s, const std::string& datastore) {
+  nlohmann::json gc = nullptr;
+  if (s.last_gc) {
+    gc = {{"time", When(s.last_gc->end_unix_ns / 1000000000)},
+          {"removed_chunks", s.last_gc->removed_chunks},
+          {"removed_bytes", s.last_gc->removed_bytes},
+          {"pending_chunks", s.last_gc->pending_chunks},
+          {"pending_bytes", s.last_gc->pending_bytes}};
+  }
+  return {{"datastore", datastore},
+          {"namespaces", s.namespaces},
+          {"groups", s.groups},
+          {"snapshots", s.snapshots},
+          {"logical_bytes", s.logical_bytes},
+          {"chunks", s.chunks},
+          {"chunk_bytes", s.chunk_bytes},
+          {"dedup_factor", s.DedupFactor()},
+          {"trash_chunks", s.trash_chunks},
+          {"trash_bytes", s.trash_bytes},
+          {"bad_chunks", s.bad_chunks},
+          {"never_verified", s.never_verified},
+          {"failed_verify", s.failed_verify},
+          {"last_verify", When(s.last_verify_unix)},
+          {"last_gc", gc},
+          {"fs_total_bytes", s.fs_total_bytes},
+          {"fs_free_bytes", s.fs_free_bytes}};
+}
+
 }  // namespace cairn::maintenance

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "datastore/datastore.h"
 #include "maintenance/gc.h"
@@ -36,5 +38,10 @@ struct StoreStatus {
 };
 
 Result<StoreStatus> ReadStoreStatus(const datastore::Datastore& store, int threads = 0);
+
+// The status as `cairn status --json` prints it, "datastore" being
+// `datastore` (the path locally; the server's GET …/status puts the store's
+// name there and the client its URL), times as RFC 3339 or null.
+nlohmann::json StoreStatusJson(const StoreStatus& status, const std::string& datastore);
 
 }  // namespace cairn::maintenance

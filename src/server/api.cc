@@ -12,6 +12,8 @@
 #include "crypto/sha256.h"
 #include "format/coding.h"
 #include "index/manifest.h"
+#include "maintenance/prune.h"
+#include "maintenance/status.h"
 
 namespace cairn::server {
 namespace {
@@ -110,11 +112,16 @@ class Handling {
       if (seg.size() == 4 && what == "chunk") return GetChunk(seg[3]);
       if (seg.size() == 3 && what == "chunks") return GetChunks();
       if (seg.size() >= 3 && seg.size() <= 5 && what == "backup") return Backup(seg);
+      if (seg.size() == 3 && what == "status") return GetStatus();
+      if (seg.size() == 3 && what == "prune") return Prune();
+      if (seg.size() == 3 && what == "snapshot") return Forget();
+      if (seg.size() == 3 && what == "protected") return Protect();
+      if (seg.size() == 3 && what == "notes") return Notes();
     }
-    // Server-side tasks (server/tasks.h): POST …/stores/S/verify (S was
-    // picked and checked by the stores block above), GET tasks, tasks/ID,
-    // tasks/ID/log.
-    if ((seg.size() == 3 && seg[0] == "stores" && seg[2] == "verify") ||
+    // Server-side tasks (server/tasks.h): POST …/stores/S/verify and
+    // …/stores/S/gc (S was picked and checked by the stores block above),
+    // GET tasks, tasks/ID, tasks/ID/log.
+    if ((seg.size() == 3 && seg[0] == "stores" && (seg[2] == "verify" || seg[2] == "gc")) ||
         (!seg.empty() && seg.size() <= 3 && seg[0] == "tasks")) {
       return TaskRoutes(seg);
     }
@@ -199,8 +206,14 @@ class Handling {
 
   bool Allowed(Action action, std::string_view what) {
     if (Allows(token_.role, action)) return true;
-    SendError(res_, 403, fmt::format("token '{}' (role {}) may not {} in datastore '{}'",
-                                     token_.name, RoleName(token_.role), what, store_name_));
+    // Deleting is the admin's alone: a stolen backup token cannot destroy
+    // the history it wrote (docs/SERVER.md, "Tokens and roles").
+    std::string_view hint = action == Action::kPrune   ? ": that takes an admin token"
+                            : action == Action::kNotes ? ": that takes a backup token owning "
+                                                         "the group, or an admin token"
+                                                       : "";
+    SendError(res_, 403, fmt::format("token '{}' (role {}) may not {} in datastore '{}'{}",
+                                     token_.name, RoleName(token_.role), what, store_name_, hint));
     return false;
   }
 
@@ -396,6 +409,159 @@ class Handling {
     res_.End().IgnoreError();
   }
 
+  // --- Maintenance (docs/SERVER.md, "Maintenance through the server") ---
+  // Each runs the code the local command runs, on the server's datastore,
+  // and answers the JSON the local command prints with --json.
+
+  // The local code names the datastore by its path, which is the server's
+  // own business; the client knows it as https://…/NAME.
+  void SendStatus(const Status& s) {
+    std::string message(s.message());
+    const std::string& path = store_->path();
+    const std::string name = "https://…/" + store_name_;
+    for (size_t at = message.find(path); !path.empty() && at != std::string::npos;
+         at = message.find(path, at + name.size())) {
+      message.replace(at, path.size(), name);
+    }
+    SendError(res_, HttpStatusFor(s), message);
+  }
+
+  // {"snapshot", "ns"} of `snap`, the start of every snapshot verb's answer.
+  static json SnapshotJson(const datastore::SnapshotRef& snap) {
+    return {{"snapshot", snap.ToString()}, {"ns", snap.group.ns}};
+  }
+
+  void GetStatus() {
+    if (!Method("GET") || !Allowed(Action::kStatus, "read the status")) return;
+    auto status = maintenance::ReadStoreStatus(*store_);
+    if (!status.ok()) return SendStatus(status.status());
+    // The store's name, not its path: the server's layout is its own.
+    SendJson(res_, 200, maintenance::StoreStatusJson(*status, store_name_));
+  }
+
+  // The body of POST …/prune: {"ns", "group", "keep": {"last", "hourly",
+  // "daily", "weekly", "monthly", "yearly", "utc"}, "dry_run"}, all optional
+  // but one keep count.
+  static Result<maintenance::PruneOptions> ParsePruneOptions(const json& body, std::string* ns,
+                                                             std::string* group) {
+    if (!body.is_object()) return InvalidArgumentError("the prune options must be a JSON object");
+    maintenance::PruneOptions o;
+    for (const auto& item : body.items()) {
+      const std::string key = item.key();
+      const json& v = item.value();
+      if ((key == "ns" || key == "group") && v.is_string()) {
+        (key == "ns" ? *ns : *group) = v.get<std::string>();
+      } else if (key == "dry_run" && v.is_boolean()) {
+        o.dry_run = v.get<bool>();
+      } else if (key == "keep" && v.is_object()) {
+        CAIRN_RETURN_IF_ERROR(ParseKeep(v, &o.keep));
+      } else {
+        return InvalidArgumentError(fmt::format(
+            "prune option \"{}\": unknown, or of the wrong type (known: ns and group strings, "
+            "keep object, dry_run boolean)",
+            key));
+      }
+    }
+    return o;
+  }
+  static Status ParseKeep(const json& keep, maintenance::KeepOptions* k) {
+    const std::pair<const char*, uint32_t*> counts[] = {
+        {"last", &k->last},     {"hourly", &k->hourly},   {"daily", &k->daily},
+        {"weekly", &k->weekly}, {"monthly", &k->monthly}, {"yearly", &k->yearly}};
+    for (const auto& item : keep.items()) {
+      const std::string key = item.key();
+      const json& v = item.value();
+      if (key == "utc" && v.is_boolean()) {
+        k->utc = v.get<bool>();
+        continue;
+      }
+      auto c = std::find_if(std::begin(counts), std::end(counts),
+                            [&](const auto& p) { return key == p.first; });
+      if (c == std::end(counts) || !v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) {
+        return InvalidArgumentError(fmt::format(
+            "prune option \"keep.{}\": unknown, or not a count (known: last, hourly, daily, "
+            "weekly, monthly, yearly, utc)",
+            key));
+      }
+      *c->second = static_cast<uint32_t>(v.get<uint64_t>());
+    }
+    return Status::Ok();
+  }
+
+  void Prune() {
+    if (!Method("POST") || !Allowed(Action::kPrune, "prune snapshots")) return;
+    json body = json::parse(AsStringView(req_.body), nullptr, false);
+    std::string ns, group_text;
+    auto options = ParsePruneOptions(body, &ns, &group_text);
+    if (!options.ok()) return SendStatus(options.status());
+    if (Status s = datastore::ValidateNamespace(ns); !s.ok()) return SendStatus(s);
+    std::optional<datastore::GroupRef> group;
+    if (!group_text.empty()) {
+      auto g = datastore::ParseGroup(ns, group_text);
+      if (!g.ok()) return SendStatus(g.status());
+      group = *g;
+    }
+    auto report = maintenance::Prune(*store_, ns, group, *options);
+    if (!report.ok()) return SendStatus(report.status().WithContext("prune failed"));
+    logger_.Info("{}: token '{}' pruned datastore '{}'{}: kept {}, removed {}{}", req_.peer,
+                 token_.name, store_name_, group ? " group " + group->ToString() : "",
+                 report->kept, report->removed, options->dry_run ? " (dry run)" : "");
+    SendJson(res_, 200, maintenance::PruneReportJson(*report, ns, options->dry_run));
+  }
+
+  // DELETE …/snapshot?ns=&snapshot=: forget one snapshot.
+  void Forget() {
+    if (!Method("DELETE") || !Allowed(Action::kPrune, "forget snapshots")) return;
+    auto snap = Snapshot();
+    if (!snap) return;
+    if (Status s = maintenance::ForgetSnapshot(*store_, *snap); !s.ok()) return SendStatus(s);
+    logger_.Info("{}: token '{}' forgot {} in datastore '{}'", req_.peer, token_.name,
+                 snap->ToString(), store_name_);
+    json answer = SnapshotJson(*snap);
+    answer["forgotten"] = true;
+    SendJson(res_, 200, answer);
+  }
+
+  // PUT …/protected?ns=&snapshot= with {"protected": true|false}.
+  void Protect() {
+    if (!Method("PUT") || !Allowed(Action::kPrune, "protect or unprotect snapshots")) return;
+    json body = json::parse(AsStringView(req_.body), nullptr, false);
+    if (!body.is_object() || body.size() != 1 || !body.contains("protected") ||
+        !body["protected"].is_boolean()) {
+      return SendError(res_, 400, "the body must be {\"protected\": true} or false");
+    }
+    auto snap = Snapshot();
+    if (!snap) return;
+    const bool on = body["protected"].get<bool>();
+    if (Status s = maintenance::SetProtected(*store_, *snap, on); !s.ok()) return SendStatus(s);
+    json answer = SnapshotJson(*snap);
+    answer["protected"] = on;
+    SendJson(res_, 200, answer);
+  }
+
+  // GET …/notes?ns=&snapshot= reads them; PUT replaces them with the body
+  // (UTF-8 text, "" clears them).
+  void Notes() {
+    const bool put = req_.method == "PUT";
+    if (!put && !Method("GET")) return;
+    if (put ? !Allowed(Action::kNotes, "set notes") : !Allowed(Action::kRead, "read snapshots")) {
+      return;
+    }
+    auto snap = Snapshot();
+    if (!snap) return;
+    json answer = SnapshotJson(*snap);
+    if (put) {
+      std::string_view text = AsStringView(req_.body);
+      if (Status s = maintenance::WriteNotes(*store_, *snap, text); !s.ok()) return SendStatus(s);
+      answer["notes"] = text;
+    } else {
+      auto notes = maintenance::ReadNotes(*store_, *snap);
+      if (!notes.ok()) return SendStatus(notes.status());
+      answer["notes"] = *notes;
+    }
+    SendJson(res_, 200, answer);
+  }
+
   // --- Server-side tasks (server/tasks.h) ---
  public:
   Handling& WithTasks(TaskManager* tasks) {
@@ -411,33 +577,48 @@ class Handling {
     return token_.role == Role::kAdmin || task.token == token_.name;
   }
 
+  // POST …/stores/S/verify or …/gc: 202 {"task"}; 409 {"error", "task",
+  // "kind"} when a task runs on S already (one at a time per datastore).
+  void StartTask(std::string_view kind) {
+    if (!Method("POST")) return;
+    const bool gc = kind == "gc";
+    if (!Allows(token_.role, gc ? Action::kPrune : Action::kVerify)) {
+      return SendError(res_, 403, fmt::format("token '{}' (role {}) may not start a {} on the "
+                                              "server in datastore '{}': that takes a token "
+                                              "with role {}",
+                                              token_.name, RoleName(token_.role), kind, store_name_,
+                                              gc ? "admin" : "verify or admin"));
+    }
+    json body = req_.body.empty() ? json(nullptr)
+                                  : json::parse(AsStringView(req_.body), nullptr, false);
+    if (body.is_discarded()) return SendError(res_, 400, "the body must be JSON");
+    auto started = Start(gc, body);  // bad options: InvalidArgument, 400
+    if (!started.ok()) {
+      return SendError(res_, HttpStatusFor(started.status()), started.status().message());
+    }
+    if (started->already_running) {
+      return SendJson(res_, 409, json{{"error", fmt::format("a {} of datastore '{}' is already "
+                                                            "running: task {}",
+                                                            started->kind, store_name_,
+                                                            started->id)},
+                                      {"task", started->id},
+                                      {"kind", started->kind}});
+    }
+    SendJson(res_, 202, json{{"task", started->id}});
+  }
+
+  Result<TaskManager::Started> Start(bool gc, const json& body) {
+    if (gc) {
+      CAIRN_ASSIGN_OR_RETURN(GcTaskParams params, GcTaskParams::FromJson(body));
+      return tasks_->StartGc(store_name_, token_.name, params);
+    }
+    CAIRN_ASSIGN_OR_RETURN(VerifyTaskParams params, VerifyTaskParams::FromJson(body));
+    return tasks_->StartVerify(store_name_, token_.name, params);
+  }
+
   void TaskRoutes(const std::vector<std::string_view>& seg) {
     if (tasks_ == nullptr) return SendError(res_, 503, "this server runs no tasks");
-    if (seg[0] == "stores") {  // POST …/stores/S/verify
-      if (!Method("POST")) return;
-      if (!Allows(token_.role, Action::kVerify)) {
-        return SendError(res_, 403, fmt::format("token '{}' (role {}) may not start a verify on "
-                                                "the server in datastore '{}': that takes a "
-                                                "token with role verify or admin",
-                                                token_.name, RoleName(token_.role), store_name_));
-      }
-      json body = req_.body.empty() ? json(nullptr)
-                                    : json::parse(AsStringView(req_.body), nullptr, false);
-      if (body.is_discarded()) return SendError(res_, 400, "the body must be JSON");
-      auto params = VerifyTaskParams::FromJson(body);
-      if (!params.ok()) return SendError(res_, 400, params.status().message());
-      auto started = tasks_->StartVerify(store_name_, token_.name, *params);
-      if (!started.ok()) {
-        return SendError(res_, HttpStatusFor(started.status()), started.status().message());
-      }
-      if (started->already_running) {
-        return SendJson(res_, 409, json{{"error", fmt::format("a verify of datastore '{}' is "
-                                                              "already running: task {}",
-                                                              store_name_, started->id)},
-                                        {"task", started->id}});
-      }
-      return SendJson(res_, 202, json{{"task", started->id}});
-    }
+    if (seg[0] == "stores") return StartTask(seg[2]);  // POST …/stores/S/{verify,gc}
     if (!Method("GET")) return;
     if (seg.size() == 1) {  // GET tasks
       json list = json::array();

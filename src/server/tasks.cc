@@ -109,6 +109,43 @@ json VerifyTaskParams::ToJson() const {
           {"order", order}};
 }
 
+// --- GcTaskParams ----------------------------------------------------------
+
+Result<GcTaskParams> GcTaskParams::FromJson(const json& body) {
+  GcTaskParams p;
+  if (body.is_null()) return p;
+  if (!body.is_object()) return InvalidArgumentError("the gc options must be a JSON object");
+  for (const auto& item : body.items()) {
+    const std::string key = item.key();
+    const json& value = item.value();
+    auto bad = [&](std::string_view want) {
+      return InvalidArgumentError(fmt::format("gc option \"{}\": expected {}", key, want));
+    };
+    if (key == "dry_run") {
+      if (!value.is_boolean()) return bad("true or false");
+      p.dry_run = value.get<bool>();
+    } else if (key == "grace_s" || key == "threads") {
+      if (!value.is_number_integer()) return bad("an integer");
+      int64_t v = value.get<int64_t>();
+      if (key == "grace_s") {
+        if (v < 0 || v > int64_t{366} * 86400) return bad("0 to 31622400 seconds");
+        p.grace_s = v;
+      } else {
+        if (v < 0 || v > 256) return bad("0 to 256 threads");
+        p.threads = static_cast<int>(v);
+      }
+    } else {
+      return InvalidArgumentError(
+          fmt::format("unknown gc option \"{}\" (known: dry_run, grace_s, threads)", key));
+    }
+  }
+  return p;
+}
+
+json GcTaskParams::ToJson() const {
+  return {{"dry_run", dry_run}, {"grace_s", grace_s}, {"threads", threads}};
+}
+
 // --- TaskInfo --------------------------------------------------------------
 
 json TaskInfo::ToJson() const {
@@ -120,13 +157,14 @@ json TaskInfo::ToJson() const {
             {"started", started},
             {"started_at", datastore::FormatRfc3339(started)},
             {"ended", ended > 0 ? json(ended) : json(nullptr)},
-            {"params", params.ToJson()},
+            {"params", kind == "gc" ? gc_params.ToJson() : params.ToJson()},
             {"progress", {{"phase", phase}, {"done_bytes", done_bytes}, {"total_bytes", total_bytes}}},
             {"summary", summary},
             {"result", result},
             {"problems", problems},
             {"problem_details", problem_details}};
   if (!error.empty()) j["error"] = error;
+  if (!report.is_null()) j["report"] = report;
   return j;
 }
 
@@ -141,7 +179,12 @@ Result<TaskInfo> TaskInfo::FromJson(const json& j) {
     if (j.contains("error")) t.error = j["error"].get<std::string>();
     t.started = j.at("started").get<int64_t>();
     t.ended = j.at("ended").is_null() ? 0 : j["ended"].get<int64_t>();
-    CAIRN_ASSIGN_OR_RETURN(t.params, VerifyTaskParams::FromJson(j.at("params")));
+    if (t.kind == "gc") {
+      CAIRN_ASSIGN_OR_RETURN(t.gc_params, GcTaskParams::FromJson(j.at("params")));
+    } else {
+      CAIRN_ASSIGN_OR_RETURN(t.params, VerifyTaskParams::FromJson(j.at("params")));
+    }
+    if (j.contains("report")) t.report = j["report"];
     const json& p = j.at("progress");
     t.phase = p.at("phase").get<std::string>();
     t.done_bytes = p.at("done_bytes").get<uint64_t>();
@@ -258,29 +301,27 @@ Status TaskManager::Recover() {
       AppendLog(t, "error: the server stopped during the task");
     }
     if (t.log) t.log->Close().IgnoreError();
-    logger_.Info("task {} (verify of {}) was cut off by a server stop: marked error", id,
-                 info->store);
+    logger_.Info("task {} ({} of {}) was cut off by a server stop: marked error", id,
+                 info->kind, info->store);
   }
   return Status::Ok();
 }
 
-Result<TaskManager::Started> TaskManager::StartVerify(const std::string& store,
-                                                      const std::string& token,
-                                                      const VerifyTaskParams& params) {
-  auto it = stores_.find(store);
-  if (it == stores_.end()) return NotFoundError(fmt::format("no datastore named '{}'", store));
+Result<TaskManager::Started> TaskManager::Launch(TaskInfo info, const std::string& first_line,
+                                                 std::function<void(Task&)> run) {
+  const std::string store = info.store;
   if (dir_.empty()) return FailedPreconditionError("the server has no state directory for tasks");
   std::unique_lock lock(mu_);
   if (stopping_) return UnavailableError("the server is stopping");
   if (auto r = running_by_store_.find(store); r != running_by_store_.end()) {
     // Still running, or ended and about to leave running_by_store_.
     auto t = live_.find(r->second);
-    bool running = false;
     if (t != live_.end()) {
       std::lock_guard tl(t->second->mu);
-      running = t->second->info.state == TaskState::kRunning;
+      if (t->second->info.state == TaskState::kRunning) {
+        return Started{r->second, true, t->second->info.kind};
+      }
     }
-    if (running) return Started{r->second, true};
     running_by_store_.erase(r);
   }
   // Reap the threads of finished tasks.
@@ -292,56 +333,95 @@ Result<TaskManager::Started> TaskManager::StartVerify(const std::string& store,
       ++t;
     }
   }
-  CAIRN_ASSIGN_OR_RETURN(auto snapshots,
-                         verify::SelectSnapshots(*it->second, params.ns, params.snapshot));
   uint8_t raw[16];
   crypto::RandomBytes(raw);
   auto task = std::make_shared<Task>();
-  TaskInfo& info = task->info;
   info.id = ToHex(ByteSpan(raw, sizeof raw));
-  info.store = store;
-  info.token = token;
   info.started = env_.NowUnixSeconds();
-  info.params = params;
+  task->info = info;
   CAIRN_RETURN_IF_ERROR(CreateDirs(env_, dir_).WithContext("tasks directory"));
-  CAIRN_ASSIGN_OR_RETURN(task->log, env_.OpenWritable(TaskPath(info.id, ".log"), OpenMode::kAppend));
+  CAIRN_ASSIGN_OR_RETURN(task->log,
+                         env_.OpenWritable(TaskPath(info.id, ".log"), OpenMode::kAppend));
   CAIRN_RETURN_IF_ERROR(Persist(info));
   {
     std::lock_guard tl(task->mu);
-    AppendLog(*task, fmt::format("verify of datastore '{}' started by token '{}' (scope: {}{}{})",
-                                 store, token, params.ns.empty() ? "" : "ns " + params.ns + " ",
-                                 params.snapshot.empty() ? "everything" : params.snapshot,
-                                 params.outdated_after_days > 0
-                                     ? fmt::format(", outdated after {} days",
-                                                   params.outdated_after_days)
-                                     : ""));
+    AppendLog(*task, first_line);
   }
-  logger_.Info("task {}: verify of datastore '{}' started by token '{}'", info.id, store, token);
+  logger_.Info("task {}: {} of datastore '{}' started by token '{}'", info.id, info.kind, store,
+               info.token);
   live_[info.id] = task;
   running_by_store_[store] = info.id;
-  std::string id = info.id;
-  task->thread = std::thread([this, task, snaps = std::move(snapshots)]() mutable {
-    RunTask(task, std::move(snaps));
+  task->thread = std::thread([this, task, run = std::move(run)] {
+    run(*task);
+    {
+      // Not under task->mu: the lock order is mu_, then a task's mu.
+      std::lock_guard m(mu_);
+      auto it = running_by_store_.find(task->info.store);
+      if (it != running_by_store_.end() && it->second == task->info.id) {
+        running_by_store_.erase(it);
+      }
+    }
+    task->exited.store(true);
+    task->done.notify_all();
   });
-  return Started{id, false};
+  return Started{info.id, false, info.kind};
 }
 
-void TaskManager::RunTask(const std::shared_ptr<Task>& task,
-                          std::vector<datastore::SnapshotRef> snapshots) {
+Result<TaskManager::Started> TaskManager::StartVerify(const std::string& store,
+                                                      const std::string& token,
+                                                      const VerifyTaskParams& params) {
+  auto it = stores_.find(store);
+  if (it == stores_.end()) return NotFoundError(fmt::format("no datastore named '{}'", store));
+  CAIRN_ASSIGN_OR_RETURN(auto snapshots,
+                         verify::SelectSnapshots(*it->second, params.ns, params.snapshot));
+  TaskInfo info;
+  info.kind = "verify";
+  info.store = store;
+  info.token = token;
+  info.params = params;
+  std::string line = fmt::format(
+      "verify of datastore '{}' started by token '{}' (scope: {}{}{})", store, token,
+      params.ns.empty() ? "" : "ns " + params.ns + " ",
+      params.snapshot.empty() ? "everything" : params.snapshot,
+      params.outdated_after_days > 0
+          ? fmt::format(", outdated after {} days", params.outdated_after_days)
+          : "");
+  auto snaps = std::make_shared<std::vector<datastore::SnapshotRef>>(std::move(snapshots));
+  return Launch(std::move(info), line,
+                [this, snaps](Task& task) { RunVerify(task, std::move(*snaps)); });
+}
+
+Result<TaskManager::Started> TaskManager::StartGc(const std::string& store,
+                                                  const std::string& token,
+                                                  const GcTaskParams& params) {
+  if (stores_.find(store) == stores_.end()) {
+    return NotFoundError(fmt::format("no datastore named '{}'", store));
+  }
+  TaskInfo info;
+  info.kind = "gc";
+  info.store = store;
+  info.token = token;
+  info.gc_params = params;
+  std::string line = fmt::format("gc of datastore '{}' started by token '{}' (grace {} s{})",
+                                 store, token, params.grace_s, params.dry_run ? ", dry run" : "");
+  return Launch(std::move(info), line, [this](Task& task) { RunGc(task); });
+}
+
+void TaskManager::RunVerify(Task& task, std::vector<datastore::SnapshotRef> snapshots) {
   const TaskInfo start = [&] {
-    std::lock_guard lock(task->mu);
-    return task->info;
+    std::lock_guard lock(task.mu);
+    return task.info;
   }();
   const VerifyTaskParams& p = start.params;
   const datastore::Datastore& store = *stores_.at(start.store);
   TaskLogger logger(logger_, "task " + start.id, [&](std::string_view line) {
-    std::lock_guard lock(task->mu);
-    AppendLog(*task, line);
+    std::lock_guard lock(task.mu);
+    AppendLog(task, line);
   });
   verify::VerifyOptions options;
   options.snapshots = std::move(snapshots);
   options.logger = &logger;
-  options.progress = &task->progress;
+  options.progress = &task.progress;
   options.quarantine = true;
   options.record_state = true;
   options.use_ledger = true;
@@ -353,17 +433,56 @@ void TaskManager::RunTask(const std::shared_ptr<Task>& task,
   options.scope = p.ns + "|" + p.snapshot;
   auto order = verify::ParseChunkOrder(p.order);
   options.order = order.ok() ? *order : verify::ChunkOrder::kAuto;
-  options.cancel = &task->cancel;
-  auto report = verify::RunVerify(store, options);
-  Finish(*task, report);
-  {
-    // Not under task->mu: the lock order is mu_, then a task's mu.
-    std::lock_guard m(mu_);
-    auto it = running_by_store_.find(start.store);
-    if (it != running_by_store_.end() && it->second == start.id) running_by_store_.erase(it);
+  options.cancel = &task.cancel;
+  Finish(task, verify::RunVerify(store, options));
+}
+
+void TaskManager::RunGc(Task& task) {
+  const TaskInfo start = [&] {
+    std::lock_guard lock(task.mu);
+    return task.info;
+  }();
+  TaskLogger logger(logger_, "task " + start.id, [&](std::string_view line) {
+    std::lock_guard lock(task.mu);
+    AppendLog(task, line);
+  });
+  maintenance::GcOptions options;
+  options.grace_seconds = start.gc_params.grace_s;
+  options.threads = start.gc_params.threads;
+  options.dry_run = start.gc_params.dry_run;
+  options.logger = &logger;
+  task.progress.StartPhase("gc", 0);
+  FinishGc(task, maintenance::RunGc(*stores_.at(start.store), options));
+}
+
+void TaskManager::FinishGc(Task& task, const Result<maintenance::GcReport>& report) {
+  std::lock_guard lock(task.mu);
+  TaskInfo& info = task.info;
+  info.ended = env_.NowUnixSeconds();
+  info.phase = task.progress.phase.load();
+  if (!report.ok()) {
+    info.state = TaskState::kError;
+    info.error = std::string(report.status().message());
+    AppendLog(task, fmt::format("error: {}", info.error));
+  } else {
+    const maintenance::GcReport& r = *report;
+    info.state = TaskState::kOk;
+    info.report = maintenance::GcReportJson(r);
+    info.summary = fmt::format("{} {} chunks, {}; {} pending, {}",
+                               r.dry_run ? "would remove" : "removed", r.removed_chunks,
+                               HumanBytes(r.removed_bytes), r.pending_chunks,
+                               HumanBytes(r.pending_bytes));
+    AppendLog(task, fmt::format("marked {} chunks referenced by {} snapshots; swept {} chunk "
+                                "files: {} in use",
+                                r.referenced_chunks, r.snapshots, r.chunk_files,
+                                r.in_use_chunks));
+    AppendLog(task, info.summary);
   }
-  task->exited.store(true);
-  task->done.notify_all();
+  AppendLog(task, fmt::format("gc ended: {}", TaskStateName(info.state)));
+  if (Status s = Persist(info); !s.ok()) logger_.Warn("{}", s.message());
+  if (task.log) task.log->Close().IgnoreError();
+  logger_.Info("task {}: gc of '{}' ended: {}{}", info.id, info.store, TaskStateName(info.state),
+               info.summary.empty() ? "" : ", " + info.summary);
 }
 
 void TaskManager::Finish(Task& t, const Result<verify::VerifyReport>& report) {

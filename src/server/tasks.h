@@ -1,21 +1,25 @@
 // Server-side tasks of `cairn serve` (docs/SERVER.md, "Server-side verify and
-// tasks"): a verify of one datastore, run in a background thread exactly as
-// a local `cairn verify` would run it (quarantine, verify state recorded
-// with each snapshot, the ledger), with its progress, outcome and a log.
+// tasks"): a verify or a gc of one datastore, run in a background thread
+// exactly as a local `cairn verify` (quarantine, verify state recorded with
+// each snapshot, the ledger) or `cairn gc` would run it, with its progress,
+// outcome and a log.
 //
 // Each task is persisted as STATE_DIR/tasks/ID.json (status, rewritten
 // atomically at start and end) and ID.log (timestamped lines, appended as
 // they happen). A task found "running" on disk when the manager starts was
-// cut off by a stopped server and is marked error. At most one verify runs
-// per datastore; Stop() cancels the running ones (verify's cancel hook: no
+// cut off by a stopped server and is marked error. At most one task (verify
+// or gc) runs per datastore, so a gc never removes a chunk under a verify's
+// feet. Stop() cancels the running verifies (verify's cancel hook: no
 // further chunk starts, the rest is left to the next run of the same scope,
-// which resumes it) and joins them.
+// which resumes it) and joins every task; a gc has no cancel hook and runs
+// to its end (it is short next to a verify: one stat per chunk).
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +31,7 @@
 #include "base/env.h"
 #include "base/logging.h"
 #include "datastore/datastore.h"
+#include "maintenance/gc.h"
 #include "verify/verify.h"
 
 namespace cairn::server {
@@ -51,17 +56,30 @@ struct VerifyTaskParams {
   nlohmann::json ToJson() const;
 };
 
+// The options of a gc task: the JSON body of POST /api/v1/stores/S/gc, every
+// key optional.
+struct GcTaskParams {
+  bool dry_run = false;  // "dry_run"
+  int64_t grace_s = 300;  // "grace_s": unreferenced chunks used this recently stay
+  int threads = 0;        // "threads": 0 = the server's default (maintenance::GcOptions)
+
+  // InvalidArgument naming the key for an unknown key or a bad value.
+  static Result<GcTaskParams> FromJson(const nlohmann::json& body);
+  nlohmann::json ToJson() const;
+};
+
 // The status of a task, as GET /api/v1/tasks/ID answers it (ToJson).
 struct TaskInfo {
   std::string id;  // 32 hex digits
-  std::string kind = "verify";
+  std::string kind = "verify";  // "verify" or "gc"
   std::string store;
   std::string token;  // the name of the token that started it
   TaskState state = TaskState::kRunning;
   std::string error;   // kError: why
   int64_t started = 0;  // unix seconds
   int64_t ended = 0;    // 0 while running
-  VerifyTaskParams params;
+  VerifyTaskParams params;  // kind verify ("params" in the JSON)
+  GcTaskParams gc_params;   // kind gc ("params" in the JSON)
   std::string phase;  // the verify pipeline's phase ("" before it starts)
   uint64_t done_bytes = 0, total_bytes = 0;
   // As the local verify prints them, once the task has ended:
@@ -71,6 +89,9 @@ struct TaskInfo {
   uint64_t problems = 0;
   // The first kMaxProblemDetails problems (the log has them all).
   nlohmann::json problem_details = nlohmann::json::array();
+  // gc, once ended ok: the report as `cairn gc --json` prints it
+  // (maintenance::GcReportJson); null otherwise.
+  nlohmann::json report;
 
   nlohmann::json ToJson() const;
   static Result<TaskInfo> FromJson(const nlohmann::json& j);
@@ -93,12 +114,17 @@ class TaskManager {
 
   struct Started {
     std::string id;
-    bool already_running = false;  // a verify of this store was running: its id
+    // A task was running on this store already: `id` and `kind` are its.
+    bool already_running = false;
+    std::string kind;
   };
   // Checks the scope (NotFound / InvalidArgument at once, as `cairn verify`
   // would) and starts the task. Unavailable after Stop().
   Result<Started> StartVerify(const std::string& store, const std::string& token,
                               const VerifyTaskParams& params);
+  // Starts a gc of `store` (maintenance::RunGc), as StartVerify.
+  Result<Started> StartGc(const std::string& store, const std::string& token,
+                          const GcTaskParams& params);
 
   // NotFound for an unknown or malformed id.
   Result<TaskInfo> Get(const std::string& id);
@@ -118,8 +144,14 @@ class TaskManager {
   struct Task;
 
  private:
-  void RunTask(const std::shared_ptr<Task>& task, std::vector<datastore::SnapshotRef> snapshots);
+  // The part StartVerify and StartGc share: one task per store, the status
+  // and log files, the first log line, then `run` on a thread of its own.
+  Result<Started> Launch(TaskInfo info, const std::string& first_line,
+                         std::function<void(Task&)> run);
+  void RunVerify(Task& task, std::vector<datastore::SnapshotRef> snapshots);
   void Finish(Task& task, const Result<verify::VerifyReport>& report);
+  void RunGc(Task& task);
+  void FinishGc(Task& task, const Result<maintenance::GcReport>& report);
   void AppendLog(Task& task, std::string_view line);
   Status Persist(const TaskInfo& info);
   std::string TaskPath(const std::string& id, std::string_view ext) const;

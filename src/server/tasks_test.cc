@@ -184,6 +184,36 @@ TEST_F(TaskManagerTest, ScopeGroupSnapshotAndBadScope) {
   EXPECT_EQ(CodeOf(m->StartVerify("other", "v1", {})), StatusCode::kNotFound);
 }
 
+// A gc task runs maintenance::RunGc and keeps its report as `gc --json`
+// prints it; the status round-trips through its file with kind and params.
+TEST_F(TaskManagerTest, GcTaskKeepsTheReportAndRoundTrips) {
+  auto m = Manager();
+  GcTaskParams params;
+  params.dry_run = true;
+  params.grace_s = 0;
+  auto started = m->StartGc("main", "admin1", params);
+  CAIRN_ASSERT_OK(started);
+  ASSERT_TRUE(m->WaitForTest(started->id, 60'000));
+  auto info = m->Get(started->id);
+  CAIRN_ASSERT_OK(info);
+  EXPECT_EQ(info->kind, "gc");
+  EXPECT_EQ(info->state, TaskState::kOk) << info->error;
+  EXPECT_EQ(info->report["dry_run"], true);
+  EXPECT_EQ(info->report["snapshots"], 2);
+  auto back = TaskInfo::FromJson(info->ToJson());
+  CAIRN_ASSERT_OK(back);
+  EXPECT_EQ(back->gc_params.dry_run, true);
+  EXPECT_EQ(back->gc_params.grace_s, 0);
+  EXPECT_EQ(back->report, info->report);
+  EXPECT_TRUE(AnyContains(LogOf(*m, started->id), "gc ended: ok"));
+  for (const char* bad : {R"({"dry_run":1})", R"({"grace_s":-1})", R"({"threads":999})",
+                          R"({"keep":1})"}) {
+    EXPECT_EQ(CodeOf(GcTaskParams::FromJson(nlohmann::json::parse(bad))),
+              StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
 TEST_F(TaskManagerTest, ParamsFromJson) {
   auto p = VerifyTaskParams::FromJson(nlohmann::json::parse(
       R"({"ns":"a","snapshot":"vm/1","outdated_after_days":1.5,"max_duration_s":60,

@@ -60,11 +60,14 @@ bool Allows(Role role, Action action) {
     case Action::kListStores:
     case Action::kListSnapshots:
     case Action::kRead:
+    case Action::kStatus:
       return true;  // backup: own groups only, checked by the caller
     case Action::kBackup:
       return role == Role::kBackup || role == Role::kAdmin;
     case Action::kVerify:
       return role == Role::kVerify || role == Role::kAdmin;
+    case Action::kNotes:
+      return role == Role::kBackup || role == Role::kAdmin;  // backup: own groups
     case Action::kPrune:
       return role == Role::kAdmin;
   }

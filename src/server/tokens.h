@@ -13,7 +13,9 @@
 //   backup  create snapshots in groups it owns (a new group becomes its own);
 //           list and read only the groups it owns; delete nothing
 //   verify  reader + start verify tasks on the server
-//   admin   everything, including prune, forget and gc
+//   admin   everything, including prune, forget, protect and gc
+// Every role may read its datastore's status; notes may be set by admin and
+// by a backup token on the groups it owns.
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
@@ -42,7 +44,9 @@ enum class Action {
   kRead,           // manifests, indexes, blobs, chunks (backup: own groups only)
   kBackup,         // create a snapshot
   kVerify,         // start a verify task, read task status
-  kPrune,          // forget, prune, gc
+  kPrune,          // forget, prune, protect, unprotect, gc: admin only
+  kNotes,          // set a snapshot's notes (backup: own groups only)
+  kStatus,         // the datastore's status (counts, sizes, last gc and verify)
 };
 bool Allows(Role role, Action action);
 

@@ -52,6 +52,8 @@ TEST(TokenRoles, AllowsTable) {
       {Action::kBackup, false, true, false, true},
       {Action::kVerify, false, false, true, true},
       {Action::kPrune, false, false, false, true},
+      {Action::kNotes, false, true, false, true},
+      {Action::kStatus, true, true, true, true},
   };
   for (const Row& row : table) {
     SCOPED_TRACE(static_cast<int>(row.action));

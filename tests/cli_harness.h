@@ -45,6 +45,20 @@ inline constexpr uint64_t kChunk = 4 * kMiB;
 // Path of the cairn binary under test.
 const char* CairnBinary();
 
+// True in ASan/TSan builds (GCC and clang both define these): RSS figures mean
+// little there, and stress loops run fewer rounds (every cairn run is slower).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // False when CAIRN_TEST_LARGE=0: the 2 GiB and > 4 GiB cases shrink (for
 // sanitizer builds). Default: true.
 bool LargeTestsEnabled();

@@ -696,19 +696,6 @@ TEST_F(RestoreModesTest, RehearseInPlaceReportsWithoutChangingTheTarget) {
 
 // --- memory -------------------------------------------------------------------
 
-// True in ASan/TSan builds (GCC and clang both define these).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 TEST_F(RestoreModesTest, MemoryBudgetBoundsBytesInFlightAndRss) {
   // 64 MiB and 256 MiB of random data: every chunk distinct and fetched.
   ImageWriter(Path("small.raw"), 16 * kChunk, 301).Random(0, 16 * kChunk);

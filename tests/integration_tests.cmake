@@ -31,6 +31,9 @@ target_link_libraries(cairn_integration_tests PRIVATE
   GTest::gtest_main nlohmann_json::nlohmann_json OpenSSL::SSL OpenSSL::Crypto Threads::Threads
   cairn_index)
 add_dependencies(cairn_integration_tests cairn)
+if(CAIRN_PCH)
+  target_precompile_headers(cairn_integration_tests PRIVATE <gtest/gtest.h> <nlohmann/json.hpp>)
+endif()
 gtest_discover_tests(cairn_integration_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
 # GCC 12 at -O1 with sanitizers reports a false maybe-uninitialized inside
 # libstdc++'s <regex> (the tests match output lines with std::regex).

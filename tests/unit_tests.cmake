@@ -50,4 +50,8 @@ add_executable(cairn_unit_tests
 target_include_directories(cairn_unit_tests PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(cairn_unit_tests PRIVATE
   cairn_backup cairn_restore cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote GTest::gtest_main GTest::gmock)
+if(CAIRN_PCH)
+  target_precompile_headers(cairn_unit_tests PRIVATE <gtest/gtest.h> <gmock/gmock.h>
+    <nlohmann/json.hpp> <fmt/format.h>)
+endif()
 gtest_discover_tests(cairn_unit_tests DISCOVERY_TIMEOUT 60)

@@ -196,7 +196,6 @@ run_op() {
 }
 
 variants=(plain encrypted)
-psi() { sed -n 's/^some .*avg300=\([0-9.]*\).*/\1 %/p' /proc/pressure/cpu 2>/dev/null || echo n/a; }
 load_start=$(cut -d' ' -f1-3 /proc/loadavg) psi_start=$(psi)
 cat "$image" >/dev/null  # warm the cache
 say "benchmark: $runs run(s), data: ${datasets[*]}, key KDF: $kdf_note, work dir $dir"

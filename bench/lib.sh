@@ -1,8 +1,6 @@
-# Shell helpers shared by the benchmark scripts that source it
-# (run_all.sh, changed_bench.sh, limits_bench.sh). The older scripts
-# (image_bench.sh, restore_bench.sh, verify_bench.sh, tree_bench.sh, gc_bench.sh)
-# still carry their own copies of these; moving them here needs a rerun of
-# every benchmark to check, so it is left for later.
+# Shell helpers shared by the benchmark scripts that source it (all of
+# bench/*.sh). The older scripts (image_bench.sh, tree_bench.sh, gc_bench.sh)
+# still carry their own measuring loops, whose result columns differ.
 #
 #   source "$(dirname "$0")/lib.sh"      # after `cd` to the repository root
 #   bench_name=changed_bench             # prefix of die messages
@@ -45,13 +43,37 @@ in_order() {
   fi
 }
 
+# psi: the CPU pressure (share of time some task waited for a CPU) over the
+# last 5 minutes, "n/a" without /proc/pressure.
+psi() { sed -n 's/^some .*avg300=\([0-9.]*\).*/\1 %/p' /proc/pressure/cpu 2>/dev/null || echo n/a; }
+
+# json_fields LOG FIELD...: the FIELDs (dotted paths, like jobs.final) of the
+# JSON object in LOG, tab-separated; "-" for what is not there (or no JSON).
+json_fields() {
+  python3 - "$@" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception:
+    j = {}
+def get(path):
+    v = j
+    for key in path.split("."):
+        v = v.get(key) if isinstance(v, dict) else None
+    return v
+print("\t".join("-" if v is None else str(v) for v in map(get, sys.argv[2:])))
+PY
+}
+
 to_bytes() { numfmt --from=iec "${1%B}" 2>/dev/null || die "cannot read size '$1'"; }
 
-# bench_bins: sets $cairn, $gendata, $synth from $CAIRN_BIN, $CAIRN_GENDATA,
-# $CAIRN_SYNTH (the siblings of $CAIRN_BIN by default), else build/release's;
-# builds the release preset only when one of them is missing.
+# bench_bins [--no-synth]: sets $cairn, $gendata, $synth from $CAIRN_BIN,
+# $CAIRN_GENDATA, $CAIRN_SYNTH (the siblings of $CAIRN_BIN by default), else
+# build/release's; builds the release preset only when one that is needed is
+# missing (--no-synth: cairn-synth-store is not).
 bench_bins() {
-  local bench_dir
+  local bench_dir need_synth=1
+  [[ ${1:-} == --no-synth ]] && need_synth=0
   if [[ -n ${CAIRN_BIN:-} ]]; then
     bench_dir=$(dirname "$CAIRN_BIN")/../bench
     [[ -z ${CAIRN_GENDATA:-} && -x $bench_dir/cairn-gendata ]] && CAIRN_GENDATA=$bench_dir/cairn-gendata
@@ -60,7 +82,7 @@ bench_bins() {
   cairn=${CAIRN_BIN:-$PWD/build/release/src/cairn}
   gendata=${CAIRN_GENDATA:-$PWD/build/release/bench/cairn-gendata}
   synth=${CAIRN_SYNTH:-$PWD/build/release/bench/cairn-synth-store}
-  if [[ ! -x $cairn || ! -x $gendata || ! -x $synth ]]; then
+  if [[ ! -x $cairn || ! -x $gendata ]] || ((need_synth)) && [[ ! -x $synth ]]; then
     [[ -f scripts/setup-deps.sh && $(id -u) -eq 0 ]] && bash scripts/setup-deps.sh
     say "building the release preset (build/release)"
     [[ -f build/release/build.ninja ]] || cmake --preset release >/dev/null
@@ -68,7 +90,7 @@ bench_bins() {
   fi
   cairn=$(realpath "$cairn")
   gendata=$(realpath "$gendata")
-  synth=$(realpath "$synth")
+  synth=$(realpath -m "$synth")
   [[ -x $cairn ]] || die "no cairn binary at $cairn"
   [[ -x $gendata ]] || die "no cairn-gendata binary at $gendata"
 }

@@ -90,19 +90,7 @@ done
 IFS=, read -ra lats <<<"$latencies"
 
 apt_install time python3 coreutils
-# Only cairn and cairn-gendata are needed: given both, nothing is built.
-gendata_guess=
-if [[ -n ${CAIRN_BIN:-} ]]; then
-  for g in "${CAIRN_GENDATA:-}" "$(dirname "$CAIRN_BIN")/../bench/cairn-gendata" \
-    "$(dirname "$CAIRN_BIN")/cairn-gendata" "$root/build/release/bench/cairn-gendata"; do
-    [[ -n $g && -x $g ]] && { gendata_guess=$g; break; }
-  done
-fi
-if [[ -x ${CAIRN_BIN:-} && -n $gendata_guess ]]; then
-  cairn=$(realpath "$CAIRN_BIN") gendata=$(realpath "$gendata_guess")
-else
-  bench_bins
-fi
+bench_bins --no-synth  # only cairn and cairn-gendata are needed
 "$cairn" serve --help >/dev/null 2>&1 || die "this cairn has no \`serve\` command (issue 6)"
 "$cairn" restore --help 2>&1 | grep -q -- --rehearse || die "this cairn's restore has no --rehearse"
 
@@ -171,22 +159,8 @@ server_cpu() {  # CPU seconds (user + sys) of the server so far
   awk -v t="$clk_tck" '{ printf "%.2f", ($12 + $13) / t }' <<<"$s"
 }
 
-# The --json fields kept: reads in flight ("jobs") and bytes in flight; "-"
-# where the binary does not report them.
-json_fields() {
-  python3 - "$1" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception:
-    j = {}
-jobs = j.get("jobs") if isinstance(j.get("jobs"), dict) else {}
-vals = [j.get("seconds"), jobs.get("mode"), jobs.get("final"), jobs.get("max"), jobs.get("mean"),
-        j.get("peak_bytes_in_flight")]
-fmt = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
-print("\t".join(fmt(v) for v in vals))
-PY
-}
+# The --json fields kept: reads in flight ("jobs") and bytes in flight.
+kept_fields=(seconds jobs.mode jobs.final jobs.max jobs.mean peak_bytes_in_flight)
 
 printf 'round\tside\top\tlat_ms\tjobs\tseconds\tuser_s\tsys_s\tserver_cpu_s\trss_kib\tbytes\tjson_s\tjobs_mode\tjobs_final\tjobs_max\tjobs_mean\tpeak_bytes_in_flight\n' >"$results"
 
@@ -208,7 +182,7 @@ timed() {
   read -r _ u s rss < <(tail -n1 "$dir/logs/time")
   secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$side" "$op" "$lat" "$jobs" "$secs" "$u" "$s" \
-    "$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }')" "$rss" "$image_bytes" "$(json_fields "$log")" >>"$results"
+    "$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }')" "$rss" "$image_bytes" "$(json_fields "$log" "${kept_fields[@]}")" >>"$results"
   printf '   %-6s %-8s lat %-4s jobs %-4s %7.2f s %8.1f MiB/s  cpu %5.2f s  server %5.2f s %7.1f MiB RSS\n' \
     "$side" "$op" "$lat" "$jobs" "$secs" "$(awk -v b="$image_bytes" -v s="$secs" 'BEGIN { print b / 1048576 / s }')" \
     "$(awk -v a="$u" -v b="$s" 'BEGIN { print a + b }')" "$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" \
@@ -236,7 +210,6 @@ run_op() {
   esac
 }
 
-psi() { sed -n 's/^some .*avg300=\([0-9.]*\).*/\1 %/p' /proc/pressure/cpu 2>/dev/null || echo n/a; }
 say "warming up: the page cache (image, datastore) and the client's metadata mirror (untimed)"
 cat "$image" >/dev/null
 "$cairn" restore -r "$store" vm/1/latest disk0.img --rehearse --json >"$dir/logs/warm-local.log" 2>&1 ||

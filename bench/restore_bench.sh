@@ -232,20 +232,6 @@ results=$dir/results.tsv
 printf 'round\tsection\tcase\tjobs\tcpu\tlat\tseconds\trss_kib\tbytes\tjson_s\tjobs_final\tjobs_max\tjobs_mean\n' >"$results"
 sync
 
-# json_fields LOG: seconds, jobs.final, jobs.max, jobs.mean of cairn's --json
-# output ("-" for what is not there).
-json_fields() {
-  python3 - "$1" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception:
-    j = {}
-jobs = j.get("jobs", {}) if isinstance(j.get("jobs"), dict) else {}
-vals = [j.get("seconds"), jobs.get("final"), jobs.get("max"), jobs.get("mean")]
-print("\t".join("-" if v is None else str(v) for v in vals))
-PY
-}
 
 # measure ROUND SECTION CASE JOBS CPU LAT NBYTES CMD...: times CMD (wall clock,
 # peak RSS) and appends a line to results.tsv.
@@ -263,7 +249,7 @@ measure() {
   rss=$(tail -n1 "$dir/logs/rss")
   secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$section" "$case" "$jobs" "$cpu" \
-    "$lat" "$secs" "$rss" "$nbytes" "$(json_fields "$log")" >>"$results"
+    "$lat" "$secs" "$rss" "$nbytes" "$(json_fields "$log" seconds jobs.final jobs.max jobs.mean)" >>"$results"
   printf '   %-8s %-9s jobs %-4s cpu %-2s lat %-3s %8.2f s %8.1f MiB/s %7.1f MiB RSS\n' \
     "$section" "$case" "$jobs" "$cpu" "$lat" "$secs" \
     "$(awk -v b="$nbytes" -v s="$secs" 'BEGIN { print b / 1048576 / s }')" \

@@ -310,22 +310,6 @@ if ((cold)); then
   fi
 fi
 
-# json_fields LOG: seconds, jobs.final, jobs.max, raw_bytes, unique_chunks,
-# checked_chunks, ok of a cairn (or cairn-synth-store) --json output ("-"
-# for what is not there).
-json_fields() {
-  python3 - "$1" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception:
-    j = {}
-jobs = j.get("jobs", {}) if isinstance(j.get("jobs"), dict) else {}
-vals = [j.get("seconds"), jobs.get("final"), jobs.get("max"), j.get("raw_bytes"),
-        j.get("unique_chunks"), j.get("checked_chunks"), j.get("ok")]
-print("\t".join("-" if v is None else str(v) for v in vals))
-PY
-}
 
 log_tag=  # appended to the log names (the rss section: -nCHUNKS)
 # measure ROUND SECTION CASE JOBS CPU LAT KIND CMD...: times CMD (wall clock,
@@ -347,7 +331,7 @@ measure() {
   t1=$(date +%s%N)
   rss=$(tail -n1 "$dir/logs/rss")
   secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
-  IFS=$'\t' read -r json_s jfinal jmax raw uniq checked ok <<<"$(json_fields "$log")"
+  IFS=$'\t' read -r json_s jfinal jmax raw uniq checked ok <<<"$(json_fields "$log" seconds jobs.final jobs.max raw_bytes unique_chunks checked_chunks ok)"
   case $kind in
     cairn)
       [[ $ok == True ]] || die "round $round: $section $case: cairn verify did not report ok (log: $log)"

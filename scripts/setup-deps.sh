@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential g++ cmake ninja-build pkg-config git
   libssl-dev libboost-dev libargon2-dev libqrencode-dev libzstd-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  libcurl4-openssl-dev
   liburing-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 zstd
 )

@@ -22,7 +22,7 @@ jobs="${CAIRN_FUZZ_BUILD_JOBS:-$(nproc)}"
 
 cmake --preset fuzz >/dev/null
 cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_fuzz ledger_fuzz \
-  dynamic_index_fuzz tree_fuzz key_file_fuzz http_request_fuzz chunk_frames_fuzz fuzz_seeds
+  dynamic_index_fuzz tree_fuzz key_file_fuzz http_request_fuzz chunk_frames_fuzz s3_xml_fuzz fuzz_seeds
 
 # Fresh seeds from the current encoders; the corpora grow in build/fuzz/corpus
 # across runs (new inputs found are kept there, never in the source tree).
@@ -44,6 +44,7 @@ targets=(
   "key_file_fuzz:2048:-dict=$root/fuzz/key_file.dict"
   "http_request_fuzz:32768:-dict=$root/fuzz/http_request.dict"
   "chunk_frames_fuzz:8192:"
+  "s3_xml_fuzz:4096:-dict=$root/fuzz/s3_xml.dict"
 )
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"

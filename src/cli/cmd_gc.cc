@@ -73,23 +73,11 @@ void RunOnServer(Context& ctx, const GcArgs& args, const maintenance::GcOptions&
   if (!target.ok()) return Fail(ctx, target.status());
   json body = {{"dry_run", options.dry_run}, {"grace_s", options.grace_seconds}};
   if (options.threads > 0) body["threads"] = options.threads;
-  bool already_running = false;
-  auto id = StartServerTask(*target, "gc", body, &already_running);
-  if (!id.ok()) return Fail(ctx, id.status());
-  if (already_running) {
-    fmt::print(stderr, "cairn: a gc of {} is already running on the server (task {}); {}\n",
-               target->url.ToString(), *id, args.detach ? "not starting another" : "following it");
-  }
-  if (args.detach) {
-    if (ctx.json) return PrintJson({{"task", *id}, {"already_running", already_running}});
-    return fmt::print("{}\n", *id);
-  }
-  if (!already_running) fmt::print(stderr, "cairn: gc task {} started on the server\n", *id);
-  remote::RemoteClient client(target->url, target->credentials);
-  auto task = FollowTask(client, *id, /*print_log=*/false);
-  if (!task.ok()) return Fail(ctx, task.status());
+  auto task = RunServerTask(ctx, *target, "gc", body, args.detach);
+  if (!task) return;  // detached, or failed (reported)
   if (task->value("state", "") != "ok" || !(*task)["report"].is_object()) {
-    return Fail(ctx, UnknownError(fmt::format("gc task {} on the server: {}", *id,
+    return Fail(ctx, UnknownError(fmt::format("gc task {} on the server: {}",
+                                              task->value("id", "?"),
                                               task->value("error", "ended without a report"))));
   }
   Print(ctx, (*task)["report"]);

@@ -131,6 +131,36 @@ Result<json> FollowTask(remote::RemoteClient& client, const std::string& id, boo
   }
 }
 
+std::optional<json> RunServerTask(Context& ctx, const ServerTarget& target, std::string_view kind,
+                                  const json& options, bool detach) {
+  bool already_running = false;
+  auto id = StartServerTask(target, kind, options, &already_running);
+  if (!id.ok()) {
+    Fail(ctx, id.status());
+    return std::nullopt;
+  }
+  if (already_running) {
+    fmt::print(stderr, "cairn: a {} of {} is already running on the server (task {}); {}\n", kind,
+               target.url.ToString(), *id, detach ? "not starting another" : "following it");
+  }
+  if (detach) {
+    if (ctx.json) {
+      PrintJson({{"task", *id}, {"already_running", already_running}});
+    } else {
+      fmt::print("{}\n", *id);
+    }
+    return std::nullopt;
+  }
+  if (!already_running) fmt::print(stderr, "cairn: {} task {} started on the server\n", kind, *id);
+  remote::RemoteClient client(target.url, target.credentials);
+  auto task = FollowTask(client, *id, /*print_log=*/false);
+  if (!task.ok()) {
+    Fail(ctx, task.status());
+    return std::nullopt;
+  }
+  return *task;
+}
+
 void PrintTaskOutcome(Context& ctx, const json& task) {
   const std::string state = Str(task, "state");
   if (ctx.json) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +27,15 @@ Result<std::string> StartServerTask(const ServerTarget& target, std::string_view
 // lines on stdout as they come. Returns the final status.
 Result<nlohmann::json> FollowTask(remote::RemoteClient& client, const std::string& id,
                                   bool print_log);
+
+// The client side of a server task (`verify --on-server`, `gc -r https://…`):
+// starts it (or joins the one of the same kind already running, saying so),
+// then either prints its id (`detach`: as {"task", "already_running"} with
+// --json) and returns null, or follows it to its end and returns its final
+// status. On an error, Fail() has been called and the result is null too.
+std::optional<nlohmann::json> RunServerTask(Context& ctx, const ServerTarget& target,
+                                            std::string_view kind, const nlohmann::json& options,
+                                            bool detach);
 
 // Prints an ended task's problems, result and summary the way the local
 // verify does (or the JSON with --json) and sets the exit code: 0 ok,

@@ -51,25 +51,8 @@ void RunOnServer(Context& ctx, const VerifyArgs& args) {
   if (args.budget_percent > 0) options["budget_percent"] = args.budget_percent;
   if (args.cover_days > 0) options["cover_days"] = args.cover_days;
   if (args.order != "auto") options["order"] = args.order;
-  bool already_running = false;
-  auto id = StartServerTask(*target, "verify", options, &already_running);
-  if (!id.ok()) return Fail(ctx, id.status());
-  if (already_running) {
-    fmt::print(stderr, "cairn: a verify of {} is already running on the server (task {}); {}\n",
-               target->url.ToString(), *id, args.detach ? "not starting another" : "following it");
-  }
-  if (args.detach) {
-    if (ctx.json) {
-      PrintJson({{"task", *id}, {"already_running", already_running}});
-    } else {
-      fmt::print("{}\n", *id);
-    }
-    return;
-  }
-  if (!already_running) fmt::print(stderr, "cairn: verify task {} started on the server\n", *id);
-  remote::RemoteClient client(target->url, target->credentials);
-  auto task = FollowTask(client, *id, /*print_log=*/false);
-  if (!task.ok()) return Fail(ctx, task.status());
+  auto task = RunServerTask(ctx, *target, "verify", options, args.detach);
+  if (!task) return;  // detached, or failed (reported)
   PrintTaskOutcome(ctx, *task);
 }
 

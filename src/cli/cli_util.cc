@@ -57,6 +57,14 @@ Result<ServerTarget> ServerTargetFor(Context& ctx) {
   return t;
 }
 
+Result<s3store::S3Location> ResolveS3(Context& ctx, const std::string& url) {
+  auto getenv = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  return s3store::ResolveS3Url(url, getenv, ctx.env.get());
+}
+
 Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx) {
   if (ctx.repo.empty()) {
     if (const char* env_repo = std::getenv("CAIRN_REPO")) ctx.repo = env_repo;
@@ -64,11 +72,16 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx) {
   if (ctx.repo.empty()) {
     return InvalidArgumentError("no repository given: pass -r PATH or set CAIRN_REPO");
   }
-  if (ctx.repo.starts_with("s3://")) {
-    return UnimplementedError(fmt::format(
-        "repository {}: object-store repositories are not supported yet; use a local datastore "
-        "path or a server (https://HOST:PORT/STORE)",
-        ctx.repo));
+  if (s3store::IsS3Url(ctx.repo)) {
+    CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));
+    CAIRN_ASSIGN_OR_RETURN(s3store::S3Location location, ResolveS3(ctx, ctx.repo));
+    auto opened = s3store::OpenS3Datastore(std::move(ctx.env), location, remote::CacheRoot());
+    if (!opened.ok()) {
+      ctx.env = NewPosixEnv();
+      return opened.status();
+    }
+    ctx.env = std::move(opened->env);
+    return std::move(opened->store);
   }
   if (remote::IsRemoteUrl(ctx.repo)) {
     CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));

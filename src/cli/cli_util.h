@@ -15,6 +15,7 @@
 #include "cli/key_options.h"
 #include "datastore/datastore.h"
 #include "remote/remote_client.h"
+#include "s3store/s3_repo.h"
 #include "store/chunk_source.h"
 
 namespace cairn::cli {
@@ -46,6 +47,9 @@ void Fail(Context& ctx, const Status& s);
 // (a server: remote/remote_repo.h; ctx.env becomes the MirrorEnv over the
 // one it had).
 Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx);
+// An s3:// URL with its options and the credentials (environment, then
+// the credentials file).
+Result<s3store::S3Location> ResolveS3(Context& ctx, const std::string& url);
 
 // The server named by ctx.repo (https://HOST:PORT/STORE, or CAIRN_REPO), with
 // the token (--token, CAIRN_TOKEN) and the fingerprint to pin (--fingerprint,

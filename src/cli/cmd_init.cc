@@ -6,9 +6,12 @@
 namespace cairn::cli {
 
 void RegisterInit(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("init", "create a local datastore at a path");
+  auto* cmd = app.add_subcommand(
+      "init", "create a datastore at a path or on object storage (s3://BUCKET/PREFIX?endpoint=URL)");
   auto path = std::make_shared<std::string>();
-  cmd->add_option("STORE", *path, "directory to create (must be new or empty)")->required();
+  cmd->add_option("STORE", *path,
+                  "directory to create (must be new or empty), or s3://BUCKET/PREFIX?endpoint=URL")
+      ->required();
   AddJsonOption(cmd, ctx);
   cmd->callback([&ctx, path] {
     if (path->starts_with("https://") || path->starts_with("http://")) {
@@ -17,7 +20,13 @@ void RegisterInit(CLI::App& app, Context& ctx) {
                            "PATH` there and serve it with `cairn serve --store NAME=PATH`",
                            *path)));
     }
-    Status s = datastore::Datastore::Init(*ctx.env, *path);
+    Status s;
+    if (s3store::IsS3Url(*path)) {
+      auto location = ResolveS3(ctx, *path);
+      s = location.ok() ? s3store::InitS3Datastore(*location) : location.status();
+    } else {
+      s = datastore::Datastore::Init(*ctx.env, *path);
+    }
     if (!s.ok()) return Fail(ctx, s.WithContext(fmt::format("init {}", *path)));
     if (ctx.json) {
       PrintJson({{"datastore", *path}, {"created", true}});

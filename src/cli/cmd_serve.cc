@@ -65,9 +65,23 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   CAIRN_RETURN_IF_ERROR(net::EnsureCertificate(config.cert_file, config.key_file));
   CAIRN_ASSIGN_OR_RETURN(std::string fingerprint, net::CertificateFingerprint(config.cert_file));
   CAIRN_ASSIGN_OR_RETURN(auto tokens, server::TokenStore::Open(config.state_dir));
+  // The environments of object-store datastores (each caches its metadata
+  // under STATE_DIR/cache); declared before the stores that refer to them.
+  std::vector<std::unique_ptr<Env>> store_envs;
   std::map<std::string, std::unique_ptr<datastore::Datastore>> stores;
   for (const auto& [name, path] : config.stores) {
-    auto store = datastore::Datastore::Open(*ctx.env, path);
+    Result<std::unique_ptr<datastore::Datastore>> store = NotFoundError("");
+    if (s3store::IsS3Url(path)) {
+      auto location = ResolveS3(ctx, path);
+      if (!location.ok()) return location.status().WithContext(fmt::format("datastore '{}'", name));
+      auto opened =
+          s3store::OpenS3Datastore(NewPosixEnv(), *location, JoinPath(config.state_dir, "cache"));
+      if (!opened.ok()) return opened.status().WithContext(fmt::format("datastore '{}'", name));
+      store_envs.push_back(std::move(opened->env));
+      store = std::move(opened->store);
+    } else {
+      store = datastore::Datastore::Open(*ctx.env, path);
+    }
     if (!store.ok()) return store.status().WithContext(fmt::format("datastore '{}'", name));
     stores.emplace(name, std::move(*store));
   }

@@ -29,7 +29,7 @@ Result<json> ReadStatus(Context& ctx) {
   }
   CAIRN_ASSIGN_OR_RETURN(auto store, OpenRepo(ctx));
   CAIRN_ASSIGN_OR_RETURN(auto status, maintenance::ReadStoreStatus(*store));
-  return maintenance::StoreStatusJson(status, store->path());
+  return maintenance::StoreStatusJson(status, store->DisplayName());
 }
 
 void Print(const json& s) {

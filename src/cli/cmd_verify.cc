@@ -126,8 +126,11 @@ void Run(Context& ctx, const VerifyArgs& args) {
   std::unique_ptr<store::ChunkSource> injected;
   auto source = MaybeInject(args.bench.inject_latency, (*store)->source(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());
-  // Else the store itself (quarantine on), or a server: no quarantine from here.
-  if (injected || (*store)->is_remote()) options.source = *source;
+  // Else the store itself (quarantine on: local or object store), or a
+  // server: no quarantine from here.
+  if (injected || ((*store)->is_remote() && !(*store)->chunks_in_object_store())) {
+    options.source = *source;
+  }
   pipeline::Progress progress;
   options.progress = &progress;
   auto report = [&] {

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "blob/blob.h"
@@ -324,6 +326,39 @@ Result<std::unique_ptr<FileLock>> Datastore::LockGroup(const GroupRef& group) co
   return lock;
 }
 
+namespace {
+
+constexpr char kBarrierFile[] = "barrier";
+
+// Two locks held together.
+class LockPair : public FileLock {
+ public:
+  LockPair(std::unique_ptr<FileLock> a, std::unique_ptr<FileLock> b)
+      : a_(std::move(a)), b_(std::move(b)) {}
+
+ private:
+  std::unique_ptr<FileLock> a_, b_;
+};
+
+// Takes the gc barrier, retrying while it is held the other way, up to
+// `wait_ns`.
+Result<std::unique_ptr<FileLock>> LockBarrier(Env& env, const std::string& store_path,
+                                              bool exclusive, int64_t wait_ns) {
+  std::string dir = JoinPath(store_path, kGcDirName);
+  CAIRN_RETURN_IF_ERROR(CreateDirs(env, dir));
+  const int64_t deadline = env.NowMonotonicNanos() + wait_ns;
+  while (true) {
+    auto lock = env.TryLock(JoinPath(dir, kBarrierFile), exclusive);
+    if (lock.ok() || lock.status().code() != StatusCode::kUnavailable ||
+        env.NowMonotonicNanos() >= deadline) {
+      return lock;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
 Result<std::unique_ptr<FileLock>> Datastore::RegisterWriter() const {
   static std::atomic<uint64_t> counter{0};
   std::string dir = JoinPath(path_, kWritersDirName);
@@ -336,7 +371,35 @@ Result<std::unique_ptr<FileLock>> Datastore::RegisterWriter() const {
   if (!lock.ok()) return lock.status().WithContext("registering the backup for garbage collection");
   CAIRN_RETURN_IF_ERROR(env_.Rename(tmp, JoinPath(dir, name))
                             .WithContext("registering the backup for garbage collection"));
+  if (!chunks_in_object_store()) return lock;
+  auto barrier = LockBarrier(env_, path_, /*exclusive=*/false, int64_t{600} * 1000000000);
+  if (!barrier.ok()) {
+    if (barrier.status().code() == StatusCode::kUnavailable) {
+      return UnavailableError(fmt::format(
+          "gc has been deleting chunks of datastore {} for 10 minutes; try again when it "
+          "has finished",
+          DisplayName()));
+    }
+    return barrier.status().WithContext("registering the backup for garbage collection");
+  }
+  return std::unique_ptr<FileLock>(new LockPair(std::move(*lock), std::move(*barrier)));
+}
+
+Result<std::unique_ptr<FileLock>> Datastore::LockChunkRemoval(int64_t wait_ns) const {
+  auto lock = LockBarrier(env_, path_, /*exclusive=*/true, wait_ns);
+  if (!lock.ok() && lock.status().code() == StatusCode::kUnavailable) {
+    return UnavailableError(fmt::format("a backup is running on datastore {}", DisplayName()));
+  }
   return lock;
+}
+
+Result<std::string> Datastore::QuarantineChunk(const store::ChunkId& id) const {
+  if (chunks_in_object_store()) return remote_->Quarantine(id);
+  if (remote_) {
+    return FailedPreconditionError(
+        "chunks are quarantined by the server's own verify (cairn verify --on-server)");
+  }
+  return chunks_->Quarantine(id);
 }
 
 Result<std::unique_ptr<FileLock>> Datastore::LockSnapshotShared(const SnapshotRef& snap) const {
@@ -375,6 +438,18 @@ Result<std::unique_ptr<FileLock>> Datastore::LockSnapshotExclusive(const Snapsho
         fmt::format("snapshot {} not found in datastore {}", snap.ToString(), path_));
   }
   return lock;
+}
+
+Status RemoteBackend::ListChunks(const ChunkVisitor&) {
+  return FailedPreconditionError(fmt::format("{} does not list its chunks", Describe()));
+}
+
+Status RemoteBackend::RemoveChunks(std::span<const std::string>) {
+  return FailedPreconditionError(fmt::format("{} does not remove chunks", Describe()));
+}
+
+Result<std::string> RemoteBackend::Quarantine(const crypto::Digest&) {
+  return FailedPreconditionError(fmt::format("{} does not quarantine chunks", Describe()));
 }
 
 }  // namespace cairn::datastore

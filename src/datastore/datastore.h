@@ -74,6 +74,16 @@ class Datastore {
   RemoteBackend* remote() const { return remote_.get(); }
   // Set once, right after Open.
   void SetRemote(std::shared_ptr<RemoteBackend> remote) { remote_ = std::move(remote); }
+  // True when the chunks are objects in an object store that this client
+  // maintains itself (gc, status, quarantine: RemoteBackend::OwnsChunks).
+  bool chunks_in_object_store() const { return remote_ && remote_->OwnsChunks(); }
+  // What users know this datastore as: its path, or its object-store URL.
+  std::string DisplayName() const { return chunks_in_object_store() ? remote_->Describe() : path_; }
+
+  // Moves a damaged chunk aside (<id>.bad) where its chunks live: the local
+  // store or the object store. FailedPrecondition through a server (its own
+  // verify quarantines there).
+  Result<std::string> QuarantineChunk(const store::ChunkId& id) const;
 
   std::string GroupDir(const GroupRef& g) const { return JoinPath(path_, g.RelDir()); }
   std::string SnapshotDir(const SnapshotRef& s) const { return JoinPath(path_, s.RelDir()); }
@@ -125,7 +135,16 @@ class Datastore {
   // the writer's life. The file stays behind when the writer ends (gc removes
   // dead ones), so gc can tell which writers run, since when, and whether
   // one started while it ran (docs/ARCHITECTURE.md, "Garbage collection").
+  //
+  // With chunks in an object store, a writer also holds a shared lock on
+  // .gc/barrier for its life, and LockChunkRemoval() takes it exclusively:
+  // gc deletes objects only while no backup runs (an object store has no
+  // access times to mark chunks a backup reuses). A writer that finds gc
+  // deleting waits for it (up to 10 minutes).
   Result<std::unique_ptr<FileLock>> RegisterWriter() const;
+  // Exclusive lock on .gc/barrier: no backup runs while it is held.
+  // Unavailable while one does; waits up to `wait_ns` for them to end.
+  Result<std::unique_ptr<FileLock>> LockChunkRemoval(int64_t wait_ns) const;
 
   // Snapshot locks are flocks on the snapshot's manifest, so a read-only
   // store needs no lock file. Shared: held by a restore for its whole run and

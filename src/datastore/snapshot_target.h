@@ -5,11 +5,16 @@
 // the same rules on its side. The backup code never knows which.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "base/bytes.h"
 #include "base/status.h"
+#include "crypto/sha256.h"
 #include "datastore/snapshot_ref.h"
 
 namespace cairn::store {
@@ -39,8 +44,10 @@ class SnapshotTarget {
   virtual Status Commit(ByteSpan manifest) = 0;
 };
 
-// What a datastore opened through a server uses instead of its own
-// directory for chunks and new snapshots (remote/remote_repo.h).
+// What a datastore uses instead of its own directory for chunks and new
+// snapshots: a server (remote/remote_repo.h), or an object store
+// (s3store/s3_repo.h), whose chunks are objects and whose metadata the
+// local directory caches.
 class RemoteBackend {
  public:
   virtual ~RemoteBackend() = default;
@@ -52,6 +59,26 @@ class RemoteBackend {
   // Opens a backup session for `snap` (AlreadyExists, Unavailable and
   // PermissionDenied as the server says).
   virtual Result<std::unique_ptr<SnapshotTarget>> BeginSnapshot(const SnapshotRef& snap) = 0;
+
+  // --- Chunk maintenance, for backends that own their chunks (an object
+  // store; a server does its own). ---
+
+  // True when gc, status and verify's quarantine work on this backend's
+  // chunks through the calls below.
+  virtual bool OwnsChunks() const { return false; }
+  // Calls `each` for every stored chunk object: its name ("<64 hex>", or
+  // "<64 hex>.bad" when quarantined) and size. `each` may run on several
+  // threads at once.
+  using ChunkVisitor = std::function<void(std::string_view name, uint64_t size)>;
+  virtual Status ListChunks(const ChunkVisitor& each);
+  // Removes the chunk objects named as ListChunks names them. Missing ones
+  // count as removed.
+  virtual Status RemoveChunks(std::span<const std::string> names);
+  // Moves a damaged chunk aside ("<id>.bad"), so the next backup of the same
+  // data stores it again. Returns where it went.
+  virtual Result<std::string> Quarantine(const crypto::Digest& id);
+  // Where chunks live, for messages ("s3://bucket/prefix").
+  virtual std::string Describe() const { return "remote store"; }
 };
 
 }  // namespace cairn::datastore

@@ -56,7 +56,7 @@ Status LocalSnapshotTarget::WriteFile(const std::string& file, ByteSpan data) {
 Status LocalSnapshotTarget::Commit(ByteSpan manifest) {
   Env& env = store_.env();
   // Order matters: chunks, then archive files, then the manifest.
-  CAIRN_RETURN_IF_ERROR(store_.chunks().Flush());
+  CAIRN_RETURN_IF_ERROR(store_.sink().Flush());
   CAIRN_RETURN_IF_ERROR(env.SyncDir(dir_));
   CAIRN_RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(dir_, index::kManifestFileName), manifest));
   committed_ = true;

@@ -205,6 +205,7 @@ class GcRun {
     report_.dry_run = options_.dry_run;
     report_.start_unix_ns = env_.NowUnixNanos();
     const int64_t t0 = report_.start_unix_ns;
+    if (store_.chunks_in_object_store()) return RunOnObjectStore(gc_dir);
 
     // Trash of earlier runs may go when every backup running now started
     // after the last run ended (a killed run's end is unknown: then only
@@ -277,6 +278,84 @@ class GcRun {
   }
 
  private:
+  // An object store has neither access times nor renames. Chunks go only
+  // while no backup runs (Datastore::LockChunkRemoval: backups hold the
+  // barrier shared for their whole run), and only when no snapshot that
+  // exists at that moment names them: the snapshots are marked once
+  // before the listing and again, under the barrier, before deleting.
+  Result<GcReport> RunOnObjectStore(const std::string& gc_dir) {
+    int64_t m0 = env_.NowMonotonicNanos();
+    CAIRN_RETURN_IF_ERROR(Mark());
+    int64_t s0 = env_.NowMonotonicNanos();
+    report_.mark_seconds = static_cast<double>(s0 - m0) / 1e9;
+    report_.cutoff_unix_ns = report_.start_unix_ns;
+
+    std::mutex mu;
+    std::vector<std::pair<std::string, uint64_t>> unused;
+    CAIRN_RETURN_IF_ERROR(store_.remote()->ListChunks([&](std::string_view name, uint64_t size) {
+      bool bad = name.size() > kChunkNameLength;  // "<id>.bad"
+      auto prefix = HexIdPrefix(name);
+      bool used = !bad && prefix && marked_.Contains(*prefix);
+      std::lock_guard<std::mutex> lock(mu);
+      ++report_.chunk_files;
+      if (bad) {
+        ++report_.bad_chunks;
+      } else if (used) {
+        ++report_.in_use_chunks;
+      } else {
+        unused.emplace_back(std::string(name), size);
+      }
+    }));
+    std::unique_ptr<FileLock> barrier;
+    if (!options_.dry_run && !unused.empty()) {
+      auto lock = store_.LockChunkRemoval(int64_t{30} * 1000000000);
+      if (lock.ok()) {
+        barrier = std::move(*lock);
+      } else if (lock.status().code() != StatusCode::kUnavailable) {
+        return lock.status();
+      }
+    }
+    if (barrier) {
+      // Backups that finished since the first mark reference chunks too.
+      CAIRN_RETURN_IF_ERROR(Mark());
+      report_.referenced_chunks = marked_.size();
+      std::vector<std::string> names;
+      for (auto& [name, size] : unused) {
+        auto prefix = HexIdPrefix(name);
+        if (prefix && marked_.Contains(*prefix)) {
+          ++report_.in_use_chunks;
+          continue;
+        }
+        names.push_back(name);
+        ++report_.removed_chunks;
+        report_.removed_bytes += size;
+      }
+      CAIRN_RETURN_IF_ERROR(store_.remote()->RemoveChunks(names));
+    } else {
+      report_.referenced_chunks = marked_.size();
+      for (auto& [name, size] : unused) {
+        if (options_.dry_run) {
+          ++report_.removed_chunks;
+          report_.removed_bytes += size;
+        } else {
+          ++report_.pending_chunks;
+          report_.pending_bytes += size;
+        }
+      }
+      if (!options_.dry_run && !unused.empty()) {
+        report_.deferred = true;
+        report_.held_back_by = "backups running for 30 s and more";
+      }
+    }
+    report_.sweep_seconds = static_cast<double>(env_.NowMonotonicNanos() - s0) / 1e9;
+    report_.end_unix_ns = env_.NowUnixNanos();
+    if (!options_.dry_run) {
+      std::string text = ReportToJson(report_).dump(2) + "\n";
+      CAIRN_RETURN_IF_ERROR(WriteFileAtomic(env_, JoinPath(gc_dir, kLastFile), AsBytes(text)));
+    }
+    return report_;
+  }
+
   static ByteSpan AsBytes(const std::string& s) {
     return ByteSpan(reinterpret_cast<const uint8_t*>(s.data()), s.size());
   }

@@ -207,7 +207,7 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
     options.max_bytes_in_flight = request.max_bytes_in_flight;
     options.progress = request.progress;
     options.crypt = crypt;
-    store::ChunkSource& source = request.source ? *request.source : store.chunks();
+    store::ChunkSource& source = request.source ? *request.source : store.source();
     std::vector<ImageRestoreStats> stats;
     Status s = RestoreImages(env, targets, source, options, &stats);
     if (!s.ok()) {
@@ -229,7 +229,7 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
     options.cpu_workers = request.cpu_workers;
     options.max_bytes_in_flight = request.max_bytes_in_flight;
     options.progress = request.progress;
-    store::ChunkSource& source = request.source ? *request.source : store.chunks();
+    store::ChunkSource& source = request.source ? *request.source : store.source();
     // RestoreTree's errors name the snapshot, archive and target already.
     auto stats = RestoreTree(store, source, snap, *entries[i], r.target, options);
     if (!stats.ok()) return fail(stats.status());

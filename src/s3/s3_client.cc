@@ -137,6 +137,19 @@ std::string ContentMd5(ByteSpan data) {
   return std::string(reinterpret_cast<char*>(b64), static_cast<size_t>(n));
 }
 
+std::string Md5Hex(ByteSpan data) {
+  uint8_t md[16];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_md5(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
 class S3Client::Impl {
  public:
   Impl(S3Config config, Endpoint endpoint)

@@ -170,5 +170,8 @@ bool IsRetryableCurlError(int curl_code);
 
 // Base64 of the MD5 of `data`, for Content-MD5.
 std::string ContentMd5(ByteSpan data);
+// Lowercase hex of the MD5 of `data`: the ETag of an object stored by a
+// plain PUT.
+std::string Md5Hex(ByteSpan data);
 
 }  // namespace cairn::s3

@@ -137,6 +137,10 @@ TEST(S3ErrorTest, ClassifiesErrors) {
   EXPECT_EQ(ClassifyError(400, "RequestTimeout"), S3ErrorKind::kTimeout);
   EXPECT_EQ(ClassifyError(400, "BadDigest"), S3ErrorKind::kClientError);
   EXPECT_EQ(ClassifyError(400, "InvalidArgument"), S3ErrorKind::kClientError);
+  // Swift's s3api answers a create-only PUT this way: not worth a retry.
+  EXPECT_EQ(ClassifyError(501, "NotImplemented"), S3ErrorKind::kNotImplemented);
+  EXPECT_EQ(ErrorStatus({"PutObject", "b", "k", "http://h"}, 501, {}).code(),
+            StatusCode::kUnimplemented);
 }
 
 TEST(S3ErrorTest, RetriesOnlyServerSideTrouble) {
@@ -145,7 +149,7 @@ TEST(S3ErrorTest, RetriesOnlyServerSideTrouble) {
   }
   for (auto k : {S3ErrorKind::kNone, S3ErrorKind::kBadCredentials, S3ErrorKind::kAccessDenied,
                  S3ErrorKind::kNoSuchBucket, S3ErrorKind::kNoSuchKey, S3ErrorKind::kAlreadyExists,
-                 S3ErrorKind::kClientError}) {
+                 S3ErrorKind::kClientError, S3ErrorKind::kNotImplemented}) {
     EXPECT_FALSE(IsRetryable(k));
   }
   EXPECT_TRUE(IsRetryableCurlError(CURLE_COULDNT_CONNECT));

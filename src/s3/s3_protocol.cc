@@ -19,6 +19,7 @@ S3ErrorKind ClassifyError(int http_status, std::string_view code) {
     return S3ErrorKind::kThrottled;
   }
   if (code == "RequestTimeout" || http_status == 408) return S3ErrorKind::kTimeout;
+  if (http_status == 501 || code == "NotImplemented") return S3ErrorKind::kNotImplemented;
   if (http_status >= 500) return S3ErrorKind::kServerError;
   if (http_status == 412 || code == "PreconditionFailed" || code == "BucketAlreadyOwnedByYou" ||
       code == "BucketAlreadyExists") {
@@ -76,6 +77,8 @@ Status ErrorStatus(const ErrorContext& context, int http_status, ByteSpan body) 
     case S3ErrorKind::kThrottled:
     case S3ErrorKind::kServerError:
     case S3ErrorKind::kTimeout: return UnavailableError(msg);
+    case S3ErrorKind::kNotImplemented:
+      return UnimplementedError(msg + " (not supported by this server)");
     case S3ErrorKind::kClientError: break;
   }
   if (http_status == 416) return OutOfRangeError(msg);
@@ -100,7 +103,10 @@ Result<ListPage> ParseListObjectsV2(std::string_view xml) {
   for (const XmlElement* c : doc->Children("Contents")) {
     const XmlElement* key = c->Child("Key");
     if (key == nullptr || key->text.empty()) return Malformed("ListObjectsV2", "<Contents> without <Key>");
-    ObjectEntry entry{key->text, 0};
+    ObjectEntry entry{key->text, 0, c->ChildText("ETag")};
+    if (entry.etag.size() >= 2 && entry.etag.front() == '"' && entry.etag.back() == '"') {
+      entry.etag = entry.etag.substr(1, entry.etag.size() - 2);
+    }
     std::string size = c->ChildText("Size");
     if (!size.empty()) {
       auto [p, ec] = std::from_chars(size.data(), size.data() + size.size(), entry.size);

@@ -11,6 +11,7 @@
 //   AccessDenied and other 403                   → PermissionDenied, "access denied"
 //   PreconditionFailed (412, create-only PUT)    → AlreadyExists
 //   5xx, SlowDown, RequestTimeout, 429           → Unavailable (retryable)
+//   501 NotImplemented                           → Unimplemented (never retried)
 //   other 4xx                                    → InvalidArgument / FailedPrecondition
 // The message says what (operation, s3://bucket/key), where (endpoint) and
 // why (HTTP status, S3 code and message).
@@ -40,6 +41,7 @@ enum class S3ErrorKind {
   kServerError,    // other 5xx
   kTimeout,        // RequestTimeout, 408
   kClientError,    // any other 4xx
+  kNotImplemented,  // 501: a feature the server lacks (Swift: If-None-Match)
 };
 
 S3ErrorKind ClassifyError(int http_status, std::string_view s3_code);
@@ -70,6 +72,7 @@ std::string Describe(const ErrorContext& context);
 struct ObjectEntry {
   std::string key;
   uint64_t size = 0;
+  std::string etag;  // without quotes; the MD5 in hex for a plain PUT
 };
 struct ListPage {
   std::vector<ObjectEntry> objects;

@@ -368,7 +368,7 @@ class Handling {
     auto id = crypto::ParseDigestHex(hex);
     if (!id.ok()) return SendError(res_, 400, fmt::format("'{}' is not a chunk digest", hex));
     if (!MayReadChunk(*id)) return SendError(res_, 404, fmt::format("no chunk {}", hex));
-    auto data = store_->chunks().Read(*id);
+    auto data = store_->source().Read(*id);
     if (!data.ok()) return SendError(res_, HttpStatusFor(data.status()), data.status().message());
     res_.Send(200, "application/octet-stream", *data);
   }
@@ -391,7 +391,7 @@ class Handling {
     for (const crypto::Digest& id : ids) {
       frame.resize(kFrameHeaderSize);
       std::memcpy(frame.data(), id.data(), 32);
-      Status s = MayReadChunk(id) ? store_->chunks().ReadInto(id, &scratch_)
+      Status s = MayReadChunk(id) ? store_->source().ReadInto(id, &scratch_)
                                   : NotFoundError(fmt::format("no chunk {}", crypto::DigestHex(id)));
       ByteSpan payload;
       std::string message;

@@ -250,7 +250,7 @@ Result<UploadResult> SessionRegistry::UploadChunks(BackupSession& s, ByteSpan fr
       return InvalidArgumentError(fmt::format("chunk {} refused: {}", crypto::DigestHex(id),
                                               valid.message()));
     }
-    CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, s.store->chunks().Insert(id, blob));
+    CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, s.store->sink().Insert(id, blob));
     ++result.chunks;
     if (r.inserted) {
       ++result.inserted;

@@ -564,7 +564,8 @@ void CutSlice(const std::vector<ChunkUse>& uses, const std::vector<uint32_t>& un
 }
 
 ChunkOrder ResolveOrder(const datastore::Datastore& store, const VerifyOptions& options) {
-  if (options.source != nullptr) return ChunkOrder::kId;  // its layout is unknown
+  // Not a local chunk store: its layout is unknown.
+  if (options.source != nullptr || store.is_remote()) return ChunkOrder::kId;
   if (options.order != ChunkOrder::kAuto) return options.order;
   return IsRotational(store.chunks().dir()) ? ChunkOrder::kInode : ChunkOrder::kId;
 }
@@ -766,7 +767,7 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
   Ledger* appender = ledger.get();
   {
     LedgerWriter ledger_writer(appender, *options.logger);
-    store::ChunkSource& source = options.source ? *options.source : store.chunks();
+    store::ChunkSource& source = options.source ? *options.source : store.source();
     report.order = ResolveOrder(store, options);
     const store::LocalChunkStore* by_inode =
         report.order == ChunkOrder::kInode ? &store.chunks() : nullptr;
@@ -829,7 +830,7 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
         ++report.snapshots[snap].errors;
       }
       if (s.code() == StatusCode::kDataLoss && options.quarantine && options.source == nullptr) {
-        auto moved = store.chunks().Quarantine(c.uses[i].id);
+        auto moved = store.QuarantineChunk(c.uses[i].id);
         if (moved.ok()) {
           s = Status(s.code(), fmt::format("{}; quarantined as {}", s.message(), *moved));
         } else {

@@ -49,11 +49,12 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_xml_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/sigv4_test.cc
+  ${PROJECT_SOURCE_DIR}/src/s3store/s3_location_test.cc
 )
 # Tests include "tests/unit_test_util.h".
 target_include_directories(cairn_unit_tests PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(cairn_unit_tests PRIVATE
-  cairn_backup cairn_restore cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote cairn_s3 GTest::gtest_main GTest::gmock)
+  cairn_backup cairn_restore cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote cairn_s3 cairn_s3store GTest::gtest_main GTest::gmock)
 if(CAIRN_PCH)
   target_precompile_headers(cairn_unit_tests PRIVATE <gtest/gtest.h> <gmock/gmock.h>
     <nlohmann/json.hpp> <fmt/format.h>)

@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -42,12 +43,13 @@ class ConcurrencyController {
     int64_t window_ns = 100'000'000;  // 100 ms
 
     // The options for `--jobs`: 0 = adaptive from `initial_for_source` (the
-    // source's suggested start), N = pinned at N. The ceiling is 64 or N.
-    static Options ForJobs(int jobs, int initial_for_source) {
+    // source's suggested start), N = pinned at N. The ceiling is the
+    // source's (64 unless it says otherwise; an object store says 128), or N.
+    static Options ForJobs(int jobs, int initial_for_source, int max_for_source = 64) {
       Options o;
       o.adaptive = jobs <= 0;
       o.initial = jobs > 0 ? jobs : initial_for_source;
-      o.max = jobs > 64 ? jobs : 64;
+      o.max = std::max(jobs, std::max(max_for_source, o.initial));
       return o;
     }
   };

@@ -139,3 +139,20 @@ TEST(ConcurrencyControllerTest, ConcurrentReportsAreSafe) {
 
 }  // namespace
 }  // namespace cairn::pipeline
+
+namespace cairn::pipeline {
+namespace {
+
+TEST(ConcurrencyControllerTest, JobsOptionsTakeTheSourcesCeiling) {
+  using O = ConcurrencyController::Options;
+  EXPECT_TRUE(O::ForJobs(0, 32, 128).adaptive);
+  EXPECT_EQ(O::ForJobs(0, 32, 128).initial, 32);
+  EXPECT_EQ(O::ForJobs(0, 32, 128).max, 128);
+  EXPECT_EQ(O::ForJobs(0, 4).max, 64);
+  EXPECT_FALSE(O::ForJobs(8, 32, 128).adaptive);
+  EXPECT_EQ(O::ForJobs(8, 32, 128).initial, 8);
+  EXPECT_EQ(O::ForJobs(200, 4).max, 200);
+}
+
+}  // namespace
+}  // namespace cairn::pipeline

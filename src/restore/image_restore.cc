@@ -94,7 +94,8 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
   const ZeroIds zero(idx, options.crypt);
   const Bytes zeros(idx.chunk_size(), 0);
   pipeline::ConcurrencyController controller(pipeline::ConcurrencyController::Options::ForJobs(
-      options.jobs, source.Traits().initial_reads_in_flight));
+      options.jobs, source.Traits().initial_reads_in_flight,
+            source.Traits().max_reads_in_flight));
   const size_t window =
       std::max<size_t>(1, options.max_bytes_in_flight / std::max<uint32_t>(1, idx.chunk_size()));
   std::atomic<uint64_t> stored{0};
@@ -310,7 +311,8 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
   for (size_t t = 0; t < targets.size(); ++t) done_at[t] = env.NowMonotonicNanos();
 
   pipeline::ConcurrencyController controller(pipeline::ConcurrencyController::Options::ForJobs(
-      options.jobs, source.Traits().initial_reads_in_flight));
+      options.jobs, source.Traits().initial_reads_in_flight,
+            source.Traits().max_reads_in_flight));
   pipeline::FetchPipelineOptions popts = PipelineOptions(options, controller);
   // A direct write blocks its worker until the device has the data: twice
   // as many workers as cores keep the cores busy meanwhile.

@@ -81,7 +81,8 @@ struct TreeArchiveReader::Impl {
       : source(source), indexes(std::move(indexes)), description(std::move(description)),
         crypt(crypt),
         controller(pipeline::ConcurrencyController::Options::ForJobs(
-            0, source.Traits().initial_reads_in_flight)),
+            0, source.Traits().initial_reads_in_flight,
+            source.Traits().max_reads_in_flight)),
         zero(crypt) {}
 
   // The decoder's source: the next metadata chunk's plaintext, checked.

@@ -226,7 +226,8 @@ class TreeRestorer {
       : reader_(reader), source_(source), options_(options), stats_(*stats),
         selector_(options.includes), as_root_(::geteuid() == 0),
         controller_(pipeline::ConcurrencyController::Options::ForJobs(
-            options.jobs, source.Traits().initial_reads_in_flight)) {}
+            options.jobs, source.Traits().initial_reads_in_flight,
+            source.Traits().max_reads_in_flight)) {}
 
   // Restores into `root` (an open, empty directory; -1 when rehearsing).
   // Errors name the archive and the entry's path.

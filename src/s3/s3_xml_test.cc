@@ -85,6 +85,8 @@ TEST(XmlTest, ParsesListObjectsV2Page) {
   ASSERT_EQ(page->objects.size(), 2u);
   EXPECT_EQ(page->objects[0].key, "dir/a&b.txt");
   EXPECT_EQ(page->objects[0].size, 1234u);
+  EXPECT_EQ(page->objects[0].etag, "abc");  // quotes dropped
+  EXPECT_EQ(page->objects[1].etag, "");
   EXPECT_EQ(page->objects[1].key, "dir/<x>\xc3\xa9");
   EXPECT_EQ(page->common_prefixes, (std::vector<std::string>{"dir/sub/", "dir/sub2/"}));
   EXPECT_TRUE(page->is_truncated);

@@ -62,6 +62,7 @@ store::SourceTraits S3ChunkStore::Traits() const {
   store::SourceTraits t;
   t.medium = store::MediumKind::kNetwork;
   t.initial_reads_in_flight = 32;
+  t.max_reads_in_flight = 128;
   t.description = fmt::format("object store {} at {}", location_.Display(), client_->config().endpoint);
   return t;
 }

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -387,12 +390,30 @@ class Handling {
     // so neighbours share a directory.
     std::sort(ids.begin(), ids.end());
     if (Status s = res_.BeginStream(200, "application/x-cairn-chunks"); !s.ok()) return;
+    // From an object store, each read waits a round trip: keep a few
+    // going ahead of the one being sent (in order).
+    const bool ahead = store_->source().Traits().medium == store::MediumKind::kNetwork;
+    std::deque<std::shared_ptr<PendingRead>> window;
+    size_t next = 0;
     Bytes frame;
     for (const crypto::Digest& id : ids) {
       frame.resize(kFrameHeaderSize);
       std::memcpy(frame.data(), id.data(), 32);
-      Status s = MayReadChunk(id) ? store_->source().ReadInto(id, &scratch_)
-                                  : NotFoundError(fmt::format("no chunk {}", crypto::DigestHex(id)));
+      Status s;
+      if (ahead) {
+        for (; next < ids.size() && window.size() < kReadsAhead; ++next) {
+          window.push_back(StartRead(ids[next]));
+        }
+        std::shared_ptr<PendingRead> read = std::move(window.front());
+        window.pop_front();
+        std::unique_lock<std::mutex> lock(read->mu);
+        read->cv.wait(lock, [&] { return read->done; });
+        s = read->status;
+        scratch_.swap(read->data);
+      } else {
+        s = MayReadChunk(id) ? store_->source().ReadInto(id, &scratch_)
+                             : NotFoundError(fmt::format("no chunk {}", crypto::DigestHex(id)));
+      }
       ByteSpan payload;
       std::string message;
       if (s.ok()) {
@@ -407,6 +428,36 @@ class Handling {
       if (!res_.Write(frame).ok() || !res_.Write(payload).ok()) return;  // client gone
     }
     res_.End().IgnoreError();
+  }
+
+  static constexpr size_t kReadsAhead = 8;
+  struct PendingRead {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status status;
+    Bytes data;
+  };
+  // Starts reading `id` (the callback owns its share of the result, so an
+  // answer abandoned midway leaves nothing dangling).
+  std::shared_ptr<PendingRead> StartRead(const crypto::Digest& id) {
+    auto read = std::make_shared<PendingRead>();
+    if (!MayReadChunk(id)) {
+      read->done = true;
+      read->status = NotFoundError(fmt::format("no chunk {}", crypto::DigestHex(id)));
+      return read;
+    }
+    store_->source().ReadAsync(id, [read](Result<Bytes> r) {
+      std::lock_guard<std::mutex> lock(read->mu);
+      if (r.ok()) {
+        read->data = std::move(*r);
+      } else {
+        read->status = r.status();
+      }
+      read->done = true;
+      read->cv.notify_all();
+    });
+    return read;
   }
 
   // --- Maintenance (docs/SERVER.md, "Maintenance through the server") ---

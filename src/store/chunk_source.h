@@ -28,6 +28,9 @@ struct SourceTraits {
   // A reasonable starting number of reads in flight for this medium.
   int initial_reads_in_flight = 4;
   std::string description;  // "local store /srv/store", for logs
+  // The most reads in flight worth trying (the adaptive controller's
+  // ceiling): object stores serve best with 32–128.
+  int max_reads_in_flight = 64;
 };
 
 using ReadCallback = std::function<void(Result<Bytes>)>;

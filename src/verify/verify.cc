@@ -324,7 +324,8 @@ class ChunkChecker {
         ledger_(ledger),
         out_(out),
         copts_(pipeline::ConcurrencyController::Options::ForJobs(
-            options.jobs, source.Traits().initial_reads_in_flight)),
+            options.jobs, source.Traits().initial_reads_in_flight,
+            source.Traits().max_reads_in_flight)),
         controller_(copts_) {}
 
   // Reads `stretch` in order. At `deadline_ns` (monotonic; 0: none) no

@@ -7,6 +7,8 @@
 // human output is printed from that JSON either way.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/cli_util.h"
 #include "cli/cmd_task.h"
 #include "maintenance/gc.h"
@@ -23,8 +25,11 @@ struct GcArgs {
   bool detach = false;
 };
 
+// A count (an int field such as "threads" is a signed JSON number).
 uint64_t U64(const json& j, const char* key) {
-  return j.contains(key) && j[key].is_number_unsigned() ? j[key].get<uint64_t>() : 0;
+  if (!j.contains(key) || !j[key].is_number_integer()) return 0;
+  return j[key].is_number_unsigned() ? j[key].get<uint64_t>()
+                                     : static_cast<uint64_t>(std::max<int64_t>(0, j[key].get<int64_t>()));
 }
 double Seconds(const json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0;

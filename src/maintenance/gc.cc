@@ -316,6 +316,10 @@ class GcRun {
       }
     }
     if (barrier) {
+      // No backup runs now: the registrations left by finished ones can go.
+      if (auto writers = ReadWriters(store_, env_.NowUnixNanos()); writers.ok()) {
+        RemoveDeadWriters(*writers);
+      }
       // Backups that finished since the first mark reference chunks too.
       CAIRN_RETURN_IF_ERROR(Mark());
       report_.referenced_chunks = marked_.size();

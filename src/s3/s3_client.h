@@ -135,10 +135,12 @@ class S3Client {
   // NotFound for a missing key. A HEAD answer has no body, so a missing
   // bucket also reads as NotFound here; HeadBucket() tells them apart.
   Result<ObjectInfo> HeadObject(const std::string& key);
-  // Deletes `keys` in batches of up to 1000 (all batches in flight at once).
+  // Deletes `keys` in batches of up to `batch` (at most 1000, S3's limit;
+  // all batches in flight at once).
   // A Status error means a batch request failed as a whole; keys the server
   // refused one by one are in the report. Missing keys count as deleted.
-  Result<DeleteReport> DeleteObjects(std::span<const std::string> keys);
+  Result<DeleteReport> DeleteObjects(std::span<const std::string> keys,
+                                     size_t batch = kMaxDeleteBatch);
   // Every page, following continuation tokens.
   Result<ListResult> ListObjectsV2(const ListOptions& options);
   // AlreadyExists when the bucket exists (owned by us or not).

@@ -1,5 +1,6 @@
 // The S3 operations of S3Client, each a request built for Submit() and an
 // interpretation of the answer. The engine is in s3_client.cc.
+#include <algorithm>
 #include <charconv>
 #include <future>
 #include <set>
@@ -115,12 +116,14 @@ Result<ObjectInfo> S3Client::HeadObject(const std::string& key) {
   return Wait<Result<ObjectInfo>>([&](auto done) { HeadObjectAsync(key, std::move(done)); });
 }
 
-Result<DeleteReport> S3Client::DeleteObjects(std::span<const std::string> keys) {
+Result<DeleteReport> S3Client::DeleteObjects(std::span<const std::string> keys,
+                                             size_t batch_size) {
+  batch_size = std::clamp<size_t>(batch_size, 1, kMaxDeleteBatch);
   DeleteReport report;
   report.requested = keys.size();
   std::vector<std::future<Result<S3Response>>> batches;
-  for (size_t i = 0; i < keys.size(); i += kMaxDeleteBatch) {
-    auto batch = keys.subspan(i, std::min(kMaxDeleteBatch, keys.size() - i));
+  for (size_t i = 0; i < keys.size(); i += batch_size) {
+    auto batch = keys.subspan(i, std::min(batch_size, keys.size() - i));
     std::string xml = BuildDeleteObjectsBody(batch);
     S3Request r{"DeleteObjects", "POST", config().bucket, "", {{"delete", ""}},
                 {{"content-type", "application/xml"}}, Bytes(xml.begin(), xml.end()), true};
@@ -203,6 +206,10 @@ Status S3Client::HeadBucket() {
   if (res.http_status == 403) {
     return PermissionDeniedError(Describe(ctx) +
                                  ": HTTP 403 (bad credentials, or no access to the bucket)");
+  }
+  if (res.http_status == 400) {
+    return InvalidArgumentError(Describe(ctx) +
+                                ": HTTP 400 (often a wrong region: check region= or AWS_REGION)");
   }
   return ErrorStatus(ctx, res.http_status, res.body);
 }

@@ -165,7 +165,7 @@ Status S3ChunkStore::Remove(std::span<const std::string> names_or_keys) {
   for (const std::string& n : names_or_keys) {
     keys.push_back(n.find('/') == std::string::npos ? KeyOfName(n) : n);
   }
-  CAIRN_ASSIGN_OR_RETURN(s3::DeleteReport report, client_->DeleteObjects(keys));
+  CAIRN_ASSIGN_OR_RETURN(s3::DeleteReport report, client_->DeleteObjects(keys, kDeleteBatch));
   if (!report.failures.empty()) {
     const auto& f = report.failures.front();
     return UnavailableError(fmt::format("S3 DeleteObjects at {}: {} of {} keys not deleted, "

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <atomic>
+
 #include <fmt/format.h>
 
 namespace cairn {
@@ -23,6 +25,23 @@ Status ReadWholeFileInto(Env& env, const std::string& path, uint64_t max_size, B
   CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(0, *out));
   out->resize(n);
   return Status::Ok();
+}
+
+Status WriteFileReplacing(Env& env, const std::string& path, ByteSpan data) {
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter.fetch_add(1));
+  {
+    CAIRN_ASSIGN_OR_RETURN(auto file, env.OpenWritable(tmp, OpenMode::kCreateNew));
+    Status s = file->Append(data);
+    if (s.ok()) s = file->Close();
+    if (!s.ok()) {
+      env.RemoveFile(tmp).IgnoreError();
+      return s;
+    }
+  }
+  Status s = env.Rename(tmp, path);
+  if (!s.ok()) env.RemoveFile(tmp).IgnoreError();
+  return s;
 }
 
 Status WriteFileAtomic(Env& env, const std::string& path, ByteSpan data) {

@@ -183,6 +183,11 @@ Status ReadWholeFileInto(Env& env, const std::string& path, uint64_t max_size, B
 // fsyncs the directory. A crash leaves either the old or the new content.
 Status WriteFileAtomic(Env& env, const std::string& path, ByteSpan data);
 
+// Replaces `path` through a temporary name unique to this process and call,
+// without fsync: for caches, where concurrent writers of the same content
+// must never show a torn file but a crash may lose the file.
+Status WriteFileReplacing(Env& env, const std::string& path, ByteSpan data);
+
 // Creates `path` and its missing parents; OK when it already exists.
 Status CreateDirs(Env& env, const std::string& path);
 

@@ -111,22 +111,6 @@ std::string MirrorDir(const std::string& cache_root, const RemoteUrl& url) {
   return fmt::format("{}/remote/{}_{}/{}", cache_root, host, url.port, url.store);
 }
 
-Status WriteMirrorFile(Env& env, const std::string& path, ByteSpan data) {
-  static std::atomic<uint64_t> counter{0};
-  std::string tmp = fmt::format("{}.tmp.{}.{}", path, getpid(), counter.fetch_add(1));
-  {
-    CAIRN_ASSIGN_OR_RETURN(auto file, env.OpenWritable(tmp, OpenMode::kCreateNew));
-    Status s = file->Append(data);
-    if (s.ok()) s = file->Close();
-    if (!s.ok()) {
-      env.RemoveFile(tmp).IgnoreError();
-      return s;
-    }
-  }
-  Status s = env.Rename(tmp, path);
-  if (!s.ok()) env.RemoveFile(tmp).IgnoreError();
-  return s;
-}
 
 MirrorEnv::MirrorEnv(std::unique_ptr<Env> base, std::shared_ptr<RemoteClient> client,
                      std::string mirror_dir)
@@ -152,7 +136,7 @@ Status MirrorEnv::MaybeFetch(const std::string& path) {
       client_->Call("GET", client_->StorePath("/file" + QueryString({{"ns", ns},
                                                                      {"snapshot", snapshot},
                                                                      {"name", std::string(name)}}))));
-  return WriteMirrorFile(*base_, path, data);
+  return WriteFileReplacing(*base_, path, data);
 }
 
 Result<std::unique_ptr<ReadableFile>> MirrorEnv::OpenReadable(const std::string& path) {
@@ -201,13 +185,13 @@ Result<std::unique_ptr<datastore::Datastore>> OpenMirror(Env& env,
       // New, or changed (notes): what was fetched for the old one goes.
       if (local.ok()) CAIRN_RETURN_IF_ERROR(RemoveSnapshotDir(env, dir));
       CAIRN_RETURN_IF_ERROR(CreateDirs(env, dir));
-      CAIRN_RETURN_IF_ERROR(WriteMirrorFile(env, manifest_path, manifest));
+      CAIRN_RETURN_IF_ERROR(WriteFileReplacing(env, manifest_path, manifest));
     }
     if (entry.contains("verify")) {
       CAIRN_ASSIGN_OR_RETURN(Bytes state, Unhex(entry["verify"], "verify state"));
       std::string state_path = JoinPath(dir, datastore::kVerifyStateFileName);
       auto old = ReadWholeFile(env, state_path, kMaxMirrorFile);
-      if (!old.ok() || *old != state) CAIRN_RETURN_IF_ERROR(WriteMirrorFile(env, state_path, state));
+      if (!old.ok() || *old != state) CAIRN_RETURN_IF_ERROR(WriteFileReplacing(env, state_path, state));
     }
   }
   // Snapshots forgotten on the server leave the mirror.

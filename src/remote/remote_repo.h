@@ -48,9 +48,6 @@ class MirrorEnv : public EnvWrapper {
   std::string mirror_dir_;
 };
 
-// Writes `data` to `path` through a unique temporary name and a rename, so
-// concurrent writers of the same content never see a torn file.
-Status WriteMirrorFile(Env& env, const std::string& path, ByteSpan data);
 
 // Syncs the mirror's snapshot list with the server and opens it. `env` must
 // be the MirrorEnv built over the same client and `mirror_dir`. The

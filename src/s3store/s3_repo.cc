@@ -48,25 +48,6 @@ std::string MarkerText(int64_t now) {
   return marker.dump(2) + "\n";
 }
 
-// Writes `data` at `path` through a unique temporary name and a rename
-// (concurrent commands may sync the same cache).
-Status WriteCacheFile(Env& env, const std::string& path, ByteSpan data) {
-  static std::atomic<uint64_t> counter{0};
-  CAIRN_RETURN_IF_ERROR(CreateDirs(env, DirName(path)));
-  std::string tmp = fmt::format("{}.tmp-sync-{}-{}", path, ::getpid(), counter.fetch_add(1));
-  {
-    CAIRN_ASSIGN_OR_RETURN(auto f, env.OpenWritable(tmp, OpenMode::kTruncate));
-    Status s = f->WriteAt(0, data);
-    if (s.ok()) s = f->Close();
-    if (!s.ok()) {
-      env.RemoveFile(tmp).IgnoreError();
-      return s;
-    }
-  }
-  Status s = env.Rename(tmp, path);
-  if (!s.ok()) env.RemoveFile(tmp).IgnoreError();
-  return s;
-}
 
 // A file in the cache that is uploaded when closed.
 class UploadOnClose final : public WritableFile {
@@ -210,7 +191,9 @@ Status Fetch(Env& env, s3::S3Client& client, const S3Location& location, const s
         if (got[i].status().code() == StatusCode::kNotFound) continue;
         return got[i].status().WithContext("syncing the local cache");
       }
-      CAIRN_RETURN_IF_ERROR(WriteCacheFile(env, JoinPath(cache, rels[start + i]), *got[i]));
+      const std::string path = JoinPath(cache, rels[start + i]);
+      CAIRN_RETURN_IF_ERROR(CreateDirs(env, DirName(path)));
+      CAIRN_RETURN_IF_ERROR(WriteFileReplacing(env, path, *got[i]));
     }
   }
   return Status::Ok();
@@ -356,7 +339,7 @@ Result<S3Datastore> OpenS3Datastore(std::unique_ptr<Env> base, const S3Location&
   const std::string marker_path = JoinPath(cache, datastore::kDatastoreMarker);
   auto local_marker = ReadWholeFile(*base, marker_path, 64 << 10);
   if (!local_marker.ok() || *local_marker != *marker) {
-    CAIRN_RETURN_IF_ERROR(WriteCacheFile(*base, marker_path, *marker));
+    CAIRN_RETURN_IF_ERROR(WriteFileReplacing(*base, marker_path, *marker));
   }
   auto env = std::make_unique<S3Env>(std::move(base), client, location, cache);
   CAIRN_RETURN_IF_ERROR(SyncCache(env->base(), *client, location, cache)

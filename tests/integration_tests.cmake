@@ -1,7 +1,9 @@
 # Integration, crash and fault-injection tests: they run the real cairn
 # binary (its path compiled in as CAIRN_BINARY) as a user would.
 # CAIRN_TEST_LARGE=0 shrinks the 2 GiB and > 4 GiB cases (sanitizer builds);
-# CAIRN_TEST_TMPDIR picks where their temporary directories go.
+# CAIRN_TEST_TMPDIR picks where their temporary directories go. The S3 tests
+# (cli_s3_test.cc) run against the server in S3_ENDPOINT (scripts/s3-server.sh)
+# and skip without it; they look at the bucket with cairn_s3.
 add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_harness.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_fixture.cc
@@ -24,12 +26,13 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_restore_modes_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_verify_ledger_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_s3_test.cc
 )
 target_compile_definitions(cairn_integration_tests PRIVATE
   CAIRN_BINARY="$<TARGET_FILE:cairn>")
 target_link_libraries(cairn_integration_tests PRIVATE
   GTest::gtest_main nlohmann_json::nlohmann_json OpenSSL::SSL OpenSSL::Crypto Threads::Threads
-  cairn_index)
+  cairn_index cairn_s3)
 add_dependencies(cairn_integration_tests cairn)
 if(CAIRN_PCH)
   target_precompile_headers(cairn_integration_tests PRIVATE <gtest/gtest.h> <nlohmann/json.hpp>)

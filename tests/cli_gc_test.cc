@@ -35,20 +35,6 @@ namespace fs = std::filesystem;
 
 constexpr char kTrash[] = ".trash";
 
-// An image of whole chunks, chunk i of random bytes seeded by seeds[i].
-void WriteChunkImage(const std::string& path, const std::vector<uint64_t>& seeds) {
-  std::string data;
-  data.reserve(seeds.size() * kChunk);
-  for (uint64_t seed : seeds) {
-    std::mt19937_64 rng(seed);
-    for (uint64_t i = 0; i < kChunk / sizeof(uint64_t); ++i) {
-      uint64_t v = rng();
-      data.append(reinterpret_cast<const char*>(&v), sizeof v);
-    }
-  }
-  WriteFile(path, data);
-}
-
 // Every file under STORE/.chunks/*/ (chunks, "<id>.trash", temporaries):
 // file name → path.
 std::map<std::string, std::string> ChunkDirFiles(const std::string& store) {

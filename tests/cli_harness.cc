@@ -459,6 +459,19 @@ void WriteFile(const std::string& path, std::string_view data) {
   ::close(fd);
 }
 
+void WriteChunkImage(const std::string& path, const std::vector<uint64_t>& seeds) {
+  std::string data;
+  data.reserve(seeds.size() * kChunk);
+  for (uint64_t seed : seeds) {
+    std::mt19937_64 rng(seed);
+    for (uint64_t i = 0; i < kChunk / sizeof(uint64_t); ++i) {
+      uint64_t v = rng();
+      data.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+  }
+  WriteFile(path, data);
+}
+
 void FlipBit(const std::string& path, uint64_t offset, int bit) {
   int fd = OpenOrFail(path, O_RDWR);
   if (fd < 0) return;

@@ -192,6 +192,9 @@ uint64_t FileSize(const std::string& path);
 uint64_t AllocatedBytes(const std::string& path);
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, std::string_view data);
+// An image of whole chunks (kChunk each), chunk i of random bytes seeded by
+// seeds[i]: two images share exactly the chunks whose seeds they share.
+void WriteChunkImage(const std::string& path, const std::vector<uint64_t>& seeds);
 void FlipBit(const std::string& path, uint64_t offset, int bit);
 void TruncateFile(const std::string& path, uint64_t size);
 // Names of the entries in `dir` (files and directories), sorted.

@@ -75,21 +75,6 @@ std::string NewBucketName() {
   return "cairn-it-" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + "-" + suffix;
 }
 
-// An image of whole chunks, chunk i of random bytes seeded by seeds[i]: two
-// images share exactly the chunks whose seeds they share.
-void WriteChunkImage(const std::string& path, const std::vector<uint64_t>& seeds) {
-  std::string data;
-  data.reserve(seeds.size() * kChunk);
-  for (uint64_t seed : seeds) {
-    std::mt19937_64 rng(seed);
-    for (uint64_t i = 0; i < kChunk / sizeof(uint64_t); ++i) {
-      uint64_t v = rng();
-      data.append(reinterpret_cast<const char*>(&v), sizeof v);
-    }
-  }
-  WriteFile(path, data);
-}
-
 // A small tree: nested directories, small and larger files, a symlink.
 void WriteTree(const std::string& root, uint64_t seed) {
   fs::create_directories(root + "/etc/app");

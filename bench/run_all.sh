@@ -11,7 +11,8 @@
 #                  files / 64 MiB, short sweeps, gc on 1000 chunks (the aim:
 #                  under 5 minutes on a 2-vCPU VM). Without it: 2 GiB image,
 #                  20 000 files / 1 GiB, 2 rounds (3 for the raw limits, 1 for
-#                  gc on 50 000 chunks) (the aim: under 45 minutes)
+#                  gc on 50 000 chunks and for verify's RSS on 10k, 100k and
+#                  1M chunks) (the aim: under 45 minutes)
 #   --rounds N     rounds of every script (default: 1 with --quick, else as above)
 #   --dir DIR      work directory (default /var/tmp/cairn-suite), one
 #                  subdirectory per script; needs ~8x the image size free
@@ -40,6 +41,10 @@
 #                    remote   bench/remote_bench.sh   restore from `cairn serve` over
 #                                                     loopback TLS vs local (issue 6's
 #                                                     0.6x target); latency 5, 20 ms
+#                    s3       bench/s3_bench.sh       restore and verify from a Ceph
+#                                                     RGW on loopback (issue 9): --jobs
+#                                                     auto vs 1, 8, 32, vs restic from
+#                                                     the same RGW (scripts/s3-server.sh)
 #                    gc       bench/gc_bench.sh       gc, parallel vs one thread (the
 #                                                     retention work's script; its table
 #                                                     goes to DIR/gc/gc_bench.md)
@@ -68,10 +73,10 @@ quick=0
 rounds=
 dir=${CAIRN_BENCH_DIR:-/var/tmp/cairn-suite}
 update_docs=0
-only=limits,image,restore,verify,tree,changed,crypt,remote,gc
+only=limits,image,restore,verify,tree,changed,crypt,remote,s3,gc
 build=0
 gc_chunks_arg=
-usage() { sed -n '7,57p' "$0" >&2; exit 2; }
+usage() { sed -n '7,62p' "$0" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -86,7 +91,7 @@ while (($#)); do
   esac
 done
 [[ -z $rounds || $rounds =~ ^[1-9][0-9]*$ ]] || { echo "run_all: --rounds must be a positive number" >&2; exit 2; }
-all_steps=(limits image restore verify tree changed crypt remote gc)
+all_steps=(limits image restore verify tree changed crypt remote s3 gc)
 declare -A want=()
 IFS=, read -ra parts <<<"$only"
 for s in "${parts[@]}"; do
@@ -154,7 +159,7 @@ else
   size=2G files=20000 tree_size=1G
   r_default=2 r_limits=3 r_gc=1
   restore_opts=(--only compare,latency,rss --latencies 0,20 --jobs-list 1,4,16 --latency-ops restore)
-  verify_opts=(--only compare,limit,latency,rss --latencies 0,20 --jobs-list 1,4,16 --chunk-counts 10000,50000)
+  verify_opts=(--only compare,limit,latency,rss --latencies 0,20 --jobs-list 1,4,16 --chunk-counts 10000,100000,1000000)
   gc_chunks=50000
   mode=full
 fi
@@ -217,6 +222,13 @@ remote_opts=("${q[@]}")
 [[ -n $rounds ]] && remote_opts+=(--runs "$rounds")
 if ((update_docs && !quick)); then remote_opts+=(--update-docs); else remote_opts+=(--no-doc); fi
 run_step remote bash bench/remote_bench.sh "${remote_opts[@]}" --size "$size" --image "$image" --dir "$dir/remote"
+# s3_bench.sh: 3 interleaved runs (or --rounds N) on the suite's image, from
+# the Ceph RGW that scripts/s3-server.sh starts (and s3_bench.sh stops again).
+s3_opts=(--image "$image" --dir "$dir/s3")
+[[ -n $rounds ]] && s3_opts+=(--runs "$rounds")
+command -v restic >/dev/null || s3_opts+=(--no-restic)
+if ((update_docs && !quick)); then s3_opts+=(--update-docs); else s3_opts+=(--no-doc); fi
+run_step s3 bash bench/s3_bench.sh "${s3_opts[@]}"
 # gc_bench.sh prints its table on stdout only: keep a copy beside its results.
 gc_step() {
   mkdir -p "$dir/gc"

@@ -217,14 +217,30 @@ Result<index::FixedIndex> Datastore::ReadImageIndex(const SnapshotRef& snap,
                                                     const index::ArchiveEntry& entry) const {
   std::string path = JoinPath(SnapshotDir(snap), entry.FileName());
   CAIRN_ASSIGN_OR_RETURN(index::FixedIndex idx, index::ReadFixedIndex(env_, path));
-  if (idx.image_size() != entry.size || idx.chunk_size() != entry.chunk_size ||
-      idx.csum() != entry.csum) {
+  CAIRN_RETURN_IF_ERROR(CheckImageIndex(path, snap, entry,
+                                        {idx.image_size(), idx.chunk_size(), idx.chunk_count(), idx.csum()}));
+  return idx;
+}
+
+Status Datastore::ScanImageIndex(
+    const SnapshotRef& snap, const index::ArchiveEntry& entry,
+    const std::function<void(size_t, const crypto::Digest&)>& fn) const {
+  std::string path = JoinPath(SnapshotDir(snap), entry.FileName());
+  CAIRN_ASSIGN_OR_RETURN(index::FixedIndexInfo info, index::ScanFixedIndex(env_, path, fn));
+  return CheckImageIndex(path, snap, entry, info);
+}
+
+Status Datastore::CheckImageIndex(const std::string& path, const SnapshotRef& snap,
+                                  const index::ArchiveEntry& entry,
+                                  const index::FixedIndexInfo& info) const {
+  if (info.image_size != entry.size || info.chunk_size != entry.chunk_size ||
+      info.csum != entry.csum) {
     return DataLossError(fmt::format(
         "{}: index does not match the manifest of {} (size {} vs {}, checksum {} vs {})", path,
-        snap.ToString(), idx.image_size(), entry.size, crypto::DigestHex(idx.csum()),
+        snap.ToString(), info.image_size, entry.size, crypto::DigestHex(info.csum),
         crypto::DigestHex(entry.csum)));
   }
-  return idx;
+  return Status::Ok();
 }
 
 Result<Datastore::TreeIndexes> Datastore::ReadTreeIndexes(const SnapshotRef& snap,

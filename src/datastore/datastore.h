@@ -17,6 +17,7 @@
 // Thread safety: const after Open; methods may be called concurrently.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -107,6 +108,10 @@ class Datastore {
   // (size, chunk size, checksum). DataLoss names snapshot and archive.
   Result<index::FixedIndex> ReadImageIndex(const SnapshotRef& snap,
                                            const index::ArchiveEntry& entry) const;
+  // The same checks, streaming the digests to `fn` instead of holding them
+  // (index::ScanFixedIndex); on an error, drop what `fn` was given.
+  Status ScanImageIndex(const SnapshotRef& snap, const index::ArchiveEntry& entry,
+                        const std::function<void(size_t, const crypto::Digest&)>& fn) const;
   struct TreeIndexes {
     index::DynamicIndex meta;
     index::DynamicIndex data;
@@ -161,6 +166,9 @@ class Datastore {
       : env_(env), path_(std::move(path)), chunks_(std::move(chunks)) {}
 
   Status ListAllIn(const std::string& ns, int depth, std::vector<SnapshotRef>* out) const;
+  // DataLoss unless the index at `path` matches `entry` (size, chunk size, checksum).
+  Status CheckImageIndex(const std::string& path, const SnapshotRef& snap,
+                         const index::ArchiveEntry& entry, const index::FixedIndexInfo& info) const;
 
   Env& env_;
   std::string path_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -69,12 +70,16 @@ Bytes FixedIndex::Encode() const {
   return out;
 }
 
-Result<FixedIndex> FixedIndex::Decode(ByteSpan file) {
-  if (file.size() < kFixedIndexHeaderSize) {
+namespace {
+
+// Checks the 4096-byte header `h` of an index file of `file_size` bytes: its
+// CRC, version, zero reserved bytes, and that the sizes agree. The digests'
+// checksum is the caller's to compare.
+Result<FixedIndexInfo> DecodeHeader(const uint8_t* h, uint64_t file_size) {
+  if (file_size < kFixedIndexHeaderSize) {
     return DataLossError(fmt::format("fixed index truncated: {} bytes, header needs {}",
-                                     file.size(), kFixedIndexHeaderSize));
+                                     file_size, kFixedIndexHeaderSize));
   }
-  const uint8_t* h = file.data();
   if (std::memcmp(h, format::kFixedIndexMagic.data(), 8) != 0) {
     return DataLossError("not a cairn fixed index (bad magic)");
   }
@@ -96,34 +101,92 @@ Result<FixedIndex> FixedIndex::Decode(ByteSpan file) {
                    [](uint8_t b) { return b == 0; })) {
     return DataLossError("fixed index: reserved header bytes not zero");
   }
-  uint32_t chunk_size = format::GetU32(h + kOffChunkSize);
-  uint64_t image_size = format::GetU64(h + kOffImageSize);
-  uint64_t count = format::GetU64(h + kOffChunkCount);
-  if (Status s = ValidateChunkSize(chunk_size); !s.ok()) {
+  FixedIndexInfo info;
+  info.chunk_size = format::GetU32(h + kOffChunkSize);
+  info.image_size = format::GetU64(h + kOffImageSize);
+  info.chunk_count = format::GetU64(h + kOffChunkCount);
+  std::memcpy(info.csum.data(), h + kOffCsum, 32);
+  if (Status s = FixedIndex::ValidateChunkSize(info.chunk_size); !s.ok()) {
     return DataLossError(fmt::format("fixed index: {}", s.message()));
   }
-  if (image_size > kMaxImageSize) {
-    return DataLossError(fmt::format("fixed index: image size {} exceeds the limit", image_size));
+  if (info.image_size > kMaxImageSize) {
+    return DataLossError(
+        fmt::format("fixed index: image size {} exceeds the limit", info.image_size));
   }
-  if (count != ChunkCount(image_size, chunk_size)) {
-    return DataLossError(fmt::format("fixed index: {} chunks listed, {} bytes need {}", count,
-                                     image_size, ChunkCount(image_size, chunk_size)));
+  const uint64_t count = FixedIndex::ChunkCount(info.image_size, info.chunk_size);
+  if (info.chunk_count != count) {
+    return DataLossError(fmt::format("fixed index: {} chunks listed, {} bytes need {}",
+                                     info.chunk_count, info.image_size, count));
   }
-  if ((file.size() - kFixedIndexHeaderSize) != count * 32) {
+  if ((file_size - kFixedIndexHeaderSize) != count * 32) {
     return DataLossError(fmt::format("fixed index: {} bytes of digests, expected {} (truncated?)",
-                                     file.size() - kFixedIndexHeaderSize, count * 32));
+                                     file_size - kFixedIndexHeaderSize, count * 32));
   }
-  std::vector<crypto::Digest> digests(count);
+  return info;
+}
+
+constexpr std::string_view kCsumMismatch =
+    "fixed index: digest checksum mismatch (digests corrupted)";
+
+}  // namespace
+
+Result<FixedIndex> FixedIndex::Decode(ByteSpan file) {
+  const uint8_t* h = file.data();
+  CAIRN_ASSIGN_OR_RETURN(FixedIndexInfo info, DecodeHeader(h, file.size()));
+  std::vector<crypto::Digest> digests(info.chunk_count);
   const uint8_t* p = h + kFixedIndexHeaderSize;
   for (auto& d : digests) {
     std::memcpy(d.data(), p, 32);
     p += 32;
   }
-  FixedIndex index(image_size, chunk_size, std::move(digests));
-  if (std::memcmp(index.csum_.data(), h + kOffCsum, 32) != 0) {
-    return DataLossError("fixed index: digest checksum mismatch (digests corrupted)");
-  }
+  FixedIndex index(info.image_size, info.chunk_size, std::move(digests));
+  if (index.csum_ != info.csum) return DataLossError(std::string(kCsumMismatch));
   return index;
+}
+
+Result<FixedIndexInfo> ScanFixedIndex(
+    Env& env, const std::string& path,
+    const std::function<void(size_t, const crypto::Digest&)>& fn) {
+  auto scan = [&]() -> Result<FixedIndexInfo> {
+    CAIRN_ASSIGN_OR_RETURN(auto file, env.OpenReadable(path));
+    CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+    // 1 MiB windows (32 768 digests): memory stays constant, reads stay large.
+    constexpr size_t kWindow = 1 << 20;
+    Bytes buf(std::min<uint64_t>(std::max<uint64_t>(size, kFixedIndexHeaderSize), kWindow));
+    auto read_full = [&](uint64_t offset, std::span<uint8_t> out) -> Status {
+      for (size_t done = 0; done < out.size();) {
+        CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(offset + done, out.subspan(done)));
+        if (n == 0) {
+          return DataLossError(fmt::format("fixed index: file ended at {} bytes, expected {}",
+                                           offset + done, size));
+        }
+        done += n;
+      }
+      return Status::Ok();
+    };
+    if (size >= kFixedIndexHeaderSize) {
+      CAIRN_RETURN_IF_ERROR(read_full(0, std::span(buf.data(), kFixedIndexHeaderSize)));
+    }
+    CAIRN_ASSIGN_OR_RETURN(FixedIndexInfo info, DecodeHeader(buf.data(), size));
+    crypto::Sha256Hasher csum;
+    crypto::Digest d;
+    size_t i = 0;
+    for (uint64_t off = kFixedIndexHeaderSize; off < size;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - off));
+      CAIRN_RETURN_IF_ERROR(read_full(off, std::span(buf.data(), n)));
+      csum.Update(ByteSpan(buf.data(), n));
+      for (size_t k = 0; k < n; k += 32, ++i) {
+        std::memcpy(d.data(), buf.data() + k, 32);
+        fn(i, d);
+      }
+      off += n;
+    }
+    if (csum.Finish() != info.csum) return DataLossError(std::string(kCsumMismatch));
+    return info;
+  };
+  auto info = scan();
+  if (!info.ok()) return info.status().WithContext(path);
+  return info;
 }
 
 Result<FixedIndex> ReadFixedIndex(Env& env, const std::string& path) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,23 @@ class FixedIndex {
 
 // Reads and decodes the index file at `path`; errors name the path.
 Result<FixedIndex> ReadFixedIndex(Env& env, const std::string& path);
+
+// An index file's header: what ScanFixedIndex returns once every digest has
+// been read and their checksum (`csum`) matched.
+struct FixedIndexInfo {
+  uint64_t image_size = 0;
+  uint32_t chunk_size = 0;
+  uint64_t chunk_count = 0;
+  crypto::Digest csum{};
+};
+
+// Reads the index file at `path` in 1 MiB windows, calling fn(i, digest) for
+// each digest in image order, so its memory stays constant however large
+// the image (verify collects millions of digests this way). Checks exactly
+// what ReadFixedIndex does; on an error, which names the path, some digests
+// may already have been passed to `fn`, and the caller must drop them.
+Result<FixedIndexInfo> ScanFixedIndex(Env& env, const std::string& path,
+                                      const std::function<void(size_t, const crypto::Digest&)>& fn);
 
 // The id of a chunk of `length` zero bytes (keyed by `crypt` in encrypted
 // snapshots, blob::ChunkId). Cached for kDefaultChunkSize.

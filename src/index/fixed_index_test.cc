@@ -205,5 +205,62 @@ TEST(FixedIndexTest, ReadFixedIndexNamesThePath) {
   EXPECT_EQ(CodeOf(ReadFixedIndex(*env, dir.Join("missing.fidx"))), StatusCode::kNotFound);
 }
 
+// ScanFixedIndex streams what ReadFixedIndex returns whole, in windows of
+// 1 MiB: an index of 70 000 chunks spans three windows, the last one short.
+TEST(FixedIndexTest, ScanStreamsEveryDigestAcrossWindows) {
+  auto env = NewPosixEnv();
+  test_util::TempDir dir;
+  for (uint64_t size : {uint64_t{0}, uint64_t{kChunk} * 3 + 5, uint64_t{kChunk} * 70000 - 1}) {
+    std::string path = dir.Join("disk0.img.fidx");
+    FixedIndex idx = MakeIndex(size);
+    test_util::WriteFileOrFail(path, idx.Encode());
+    std::vector<crypto::Digest> seen;
+    auto info = ScanFixedIndex(*env, path, [&](size_t i, const crypto::Digest& d) {
+      EXPECT_EQ(i, seen.size());
+      seen.push_back(d);
+    });
+    CAIRN_ASSERT_OK(info);
+    EXPECT_EQ(seen, idx.digests()) << size;
+    EXPECT_EQ(info->image_size, size);
+    EXPECT_EQ(info->chunk_size, kChunk);
+    EXPECT_EQ(info->chunk_count, idx.chunk_count());
+    EXPECT_EQ(info->csum, idx.csum());
+  }
+}
+
+TEST(FixedIndexTest, ScanRejectsWhatDecodeRejects) {
+  auto env = NewPosixEnv();
+  test_util::TempDir dir;
+  std::string path = dir.Join("disk0.img.fidx");
+  auto scan = [&](const Bytes& file) {
+    test_util::WriteFileOrFail(path, file);
+    return ScanFixedIndex(*env, path, [](size_t, const crypto::Digest&) {});
+  };
+  const Bytes file = MakeIndex(uint64_t{40000} * kChunk + 9).Encode();  // two windows
+  for (size_t len : {size_t{0}, size_t{100}, kFixedIndexHeaderSize - 1, kFixedIndexHeaderSize,
+                     file.size() - 32, file.size() - 1}) {
+    auto r = scan(Bytes(file.begin(), file.begin() + len));
+    ASSERT_EQ(CodeOf(r), StatusCode::kDataLoss) << len;
+    EXPECT_NE(r.status().message().find(path), std::string_view::npos) << r.status().ToString();
+  }
+  Bytes longer = file;
+  longer.push_back(0);
+  EXPECT_EQ(CodeOf(scan(longer)), StatusCode::kDataLoss);
+  // A flipped digest byte in either window: the checksum catches it at the end.
+  for (size_t pos : {kFixedIndexHeaderSize + 5, file.size() - 3}) {
+    Bytes t = file;
+    t[pos] ^= 0x40;
+    auto r = scan(t);
+    ASSERT_EQ(CodeOf(r), StatusCode::kDataLoss) << pos;
+    EXPECT_NE(r.status().message().find("checksum"), std::string_view::npos) << r.status().ToString();
+  }
+  Bytes header = file;
+  header[kOffChunkSize] ^= 0x01;  // CRC no longer matches
+  EXPECT_EQ(CodeOf(scan(header)), StatusCode::kDataLoss);
+  EXPECT_EQ(CodeOf(ScanFixedIndex(*env, dir.Join("missing.fidx"),
+                                  [](size_t, const crypto::Digest&) {})),
+            StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace cairn::index

@@ -149,24 +149,35 @@ void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx,
       }
       continue;
     }
-    auto idx = store.ReadImageIndex(snap, entry);
-    if (!idx.ok()) {
+    // Streamed, not read whole: the digests go straight into `uses`, so an
+    // index costs no memory of its own (32 bytes a chunk otherwise).
+    const uint32_t archive = static_cast<uint32_t>(c->archives.size());
+    const size_t first = c->uses.size();
+    const uint32_t chunk_size = entry.chunk_size;
+    Status scanned = index::FixedIndex::ValidateChunkSize(chunk_size);
+    if (!scanned.ok()) {
+      scanned = DataLossError(fmt::format("manifest entry: {}", scanned.message()));
+    } else {
+      scanned = store.ScanImageIndex(snap, entry, [&](size_t i, const crypto::Digest& d) {
+        const uint64_t offset = uint64_t{i} * chunk_size;
+        const auto length =
+            static_cast<uint32_t>(std::min<uint64_t>(chunk_size, entry.size - std::min(entry.size, offset)));
+        c->uses.push_back(ChunkUse{d, length, archive, static_cast<uint32_t>(i)});
+      });
+    }
+    if (!scanned.ok()) {
+      c->uses.resize(first);  // nothing of a damaged index is checked
       result.ok = false;
       ++result.errors;
-      AddProblem(report, "index " + entry.FileName(), idx.status(), {label});
+      AddProblem(report, "index " + entry.FileName(), scanned, {label});
       continue;
     }
-    uint32_t archive = static_cast<uint32_t>(c->archives.size());
     c->archives.push_back(label);
     c->archive_snapshot.push_back(snap_idx);
-    c->archive_chunk_size.push_back(idx->chunk_size());
+    c->archive_chunk_size.push_back(chunk_size);
     c->archive_crypt.push_back(crypt);
     c->archive_ends.resize(c->archives.size());
-    for (size_t i = 0; i < idx->chunk_count(); ++i) {
-      c->uses.push_back(
-          ChunkUse{idx->digest(i), idx->ChunkLength(i), archive, static_cast<uint32_t>(i)});
-    }
-    result.chunks += idx->chunk_count();
+    result.chunks += c->uses.size() - first;
   }
 }
 
@@ -285,7 +296,8 @@ class Outcomes {
 // their read reports it), keep id order; the latter go last.
 void SortByInode(Env& env, const store::LocalChunkStore& chunks, const std::vector<ChunkUse>& uses,
                  const std::vector<uint32_t>& unique, std::span<uint32_t> stretch) {
-  std::vector<std::pair<uint64_t, uint32_t>> keyed(stretch.size());
+  constexpr uint64_t kMissing = UINT64_MAX;
+  std::vector<uint64_t> inode(stretch.size());  // 8 bytes a chunk: a whole store may be sorted
   std::atomic<size_t> next{0};
   // A few stats in flight let the disk's elevator order the inode reads.
   const int threads = static_cast<int>(std::clamp<size_t>(stretch.size() / 256, 1, 8));
@@ -293,11 +305,26 @@ void SortByInode(Env& env, const store::LocalChunkStore& chunks, const std::vect
   group.Start(threads, [&](int) -> Status {
     for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < stretch.size();) {
       auto info = env.Stat(chunks.ChunkPath(uses[unique[stretch[i]]].id));
-      keyed[i] = {info.ok() ? info->inode : UINT64_MAX, stretch[i]};
+      inode[i] = info.ok() ? info->inode : kMissing;
     }
     return Status::Ok();
   });
   group.Wait().IgnoreError();  // the workers never fail
+  // Inode numbers below 2^32 (ext4 always; xfs mostly): inode and index
+  // share one 64-bit key, sorted in place. Ties keep id order (indexes
+  // ascend with the id), and the missing sort last.
+  constexpr uint64_t kLast = UINT32_MAX;
+  if (std::all_of(inode.begin(), inode.end(), [](uint64_t n) { return n < kLast || n == kMissing; })) {
+    for (size_t i = 0; i < inode.size(); ++i) {
+      inode[i] = (std::min(inode[i], kLast) << 32) | stretch[i];
+    }
+    std::sort(inode.begin(), inode.end());
+    for (size_t i = 0; i < inode.size(); ++i) stretch[i] = static_cast<uint32_t>(inode[i]);
+    return;
+  }
+  std::vector<std::pair<uint64_t, uint32_t>> keyed(stretch.size());  // 64-bit inode numbers
+  for (size_t i = 0; i < keyed.size(); ++i) keyed[i] = {inode[i], stretch[i]};
+  inode = {};
   std::sort(keyed.begin(), keyed.end());
   for (size_t i = 0; i < keyed.size(); ++i) stretch[i] = keyed[i].second;
 }
@@ -697,10 +724,14 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
     return a.id != b.id ? a.id < b.id : a.length < b.length;
   });
   std::vector<uint32_t> unique;  // first use of each distinct chunk
+  {
+    size_t n = 0;  // counted first: sized exactly, no slack from growth
+    for (size_t i = 0; i < c.uses.size(); ++i) n += i == 0 || !same(c.uses[i], c.uses[i - 1]);
+    unique.reserve(n);
+  }
   for (size_t i = 0; i < c.uses.size(); ++i) {
     if (i == 0 || !same(c.uses[i], c.uses[i - 1])) unique.push_back(static_cast<uint32_t>(i));
   }
-  unique.shrink_to_fit();
   report.unique_chunks = unique.size();
   for (uint32_t u : unique) report.selected_bytes += c.uses[u].length;
 
@@ -730,6 +761,7 @@ Result<VerifyReport> RunVerify(const datastore::Datastore& store, const VerifyOp
   std::vector<uint32_t> last_ok(unique.size(), 0);
   std::vector<uint8_t> skipped(unique.size(), 0);
   std::vector<uint32_t> todo;
+  todo.reserve(unique.size());
   for (size_t u = 0; u < unique.size(); ++u) {
     const ChunkUse& use = c.uses[unique[u]];
     const LedgerEntry* e = ledger ? ledger->Find(use.id) : nullptr;

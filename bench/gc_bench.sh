@@ -5,6 +5,7 @@
 # unlink), on one thread and on the default number (cores, at least 4).
 #
 #   bash bench/gc_bench.sh [--chunks N] [--rounds R] [--dir DIR] [--keep]
+#                          [--mark-refs M]
 #
 #   --chunks N   distinct chunks in the store (default 500000; ~4.5 KiB of
 #                disk each, and the script holds two copies: ~10 KiB each)
@@ -16,6 +17,12 @@
 #                measured: tmpfs shows gc's own cost, a disk file system adds
 #                its metadata latency (unlink dominates, see docs/BENCHMARKS.md)
 #   --keep       keep the base store in DIR for the next run (same N)
+#   --mark-refs M  also measure gc's mark phase alone on M chunk references
+#                (default 10000000, the gc issue's 10 M; 0: skip): a store
+#                made by `cairn-synth-store write --index-only` (one snapshot,
+#                an index of M distinct ids, no chunk files: 32 bytes of index
+#                a reference), `cairn gc --grace 0 --json` once per round:
+#                its mark seconds and peak RSS (the compact set of marked ids)
 #
 # Cases, each `cairn gc --grace 0 --json` on a warm page cache:
 #   garbage  the snapshot is forgotten, every chunk is garbage: mark reads
@@ -46,19 +53,22 @@ chunks=500000
 rounds=3
 dir=${CAIRN_BENCH_DIR:-}
 keep=0
-usage() { sed -n '2,38p' "$0" >&2; exit 2; }
+mark_refs=10000000
+usage() { sed -n '2,45p' "$0" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --chunks) chunks=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --keep) keep=1; shift ;;
+    --mark-refs) mark_refs=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "gc_bench: unknown argument '$1'" >&2; usage ;;
   esac
 done
 [[ $chunks =~ ^[1-9][0-9]*$ ]] || { echo "gc_bench: --chunks must be a positive number" >&2; exit 2; }
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "gc_bench: --rounds must be a positive number" >&2; exit 2; }
+[[ $mark_refs =~ ^[0-9]+$ ]] || { echo "gc_bench: --mark-refs must be a number" >&2; exit 2; }
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'gc_bench: FAILED: %s\n' "$*" >&2; exit 1; }
@@ -106,6 +116,13 @@ if [[ ! -f $live/.bench-done ]]; then
   cp "$dir/logs/synth.json" "$live/.bench-done"
 fi
 snapshot=$(json_get "$live/.bench-done" 'j["snapshot"]')
+refs=$dir/refs-$mark_refs
+if ((mark_refs > 0)) && [[ ! -f $refs/.bench-done ]]; then
+  rm -rf "$refs"
+  say "making an index of $mark_refs chunk references, no chunks (cairn-synth-store write --index-only)"
+  "$synth" write "$refs" --chunks "$mark_refs" --index-only >"$dir/logs/synth-refs.json"
+  cp "$dir/logs/synth-refs.json" "$refs/.bench-done"
+fi
 
 # --- runs -------------------------------------------------------------------
 results=$dir/results.tsv
@@ -143,6 +160,27 @@ run_gc() {
   say "round $round: $case, $used threads: $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') s"
 }
 
+# mark_gc ROUND: gc on the index-only store, its mark phase measured.
+marks=$dir/mark.tsv
+printf 'round\trefs\tthreads\twall_s\tmark_s\tpeak_rss_kib\treferenced\n' >"$marks"
+mark_gc() {
+  local log=$dir/logs/$1-mark rss=- t0 t1
+  t0=$(date +%s.%N)
+  "${timer[@]}" ${timer:+-o "$log.time"} "$cairn" gc -r "$refs" --grace 0 --json >"$log.json" 2>"$log.err" ||
+    die "gc failed: $(cat "$log.err")"
+  t1=$(date +%s.%N)
+  [[ -f $log.time ]] && rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$log.time")
+  local removed
+  removed=$(json_get "$log.json" 'j["removed_chunks"]')
+  ((removed == 0)) || die "gc of the index-only store removed $removed chunks ($log.json)"
+  [[ $(json_get "$log.json" 'j["referenced_chunks"]') == "$mark_refs" ]] ||
+    die "gc marked $(json_get "$log.json" 'j["referenced_chunks"]') chunks, not $mark_refs ($log.json)"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$mark_refs" "$(json_get "$log.json" 'j["threads"]')" \
+    "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')" "$(json_get "$log.json" 'j["mark_seconds"]')" \
+    "$rss" "$(json_get "$log.json" 'j["referenced_chunks"]')" >>"$marks"
+  say "round $1: mark of $mark_refs references: $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') s, peak RSS ${rss} KiB"
+}
+
 for ((r = 1; r <= rounds; r++)); do
   order=(1 default)
   ((r % 2 == 0)) && order=(default 1)
@@ -156,15 +194,16 @@ for ((r = 1; r <= rounds; r++)); do
   for threads in "${order[@]}"; do
     run_gc "$r" live "$threads" "$live"
   done
+  ((mark_refs > 0)) && mark_gc "$r"
 done
-((keep)) || rm -rf "$live"
+((keep)) || rm -rf "$live" "$refs"
 
 # --- report -----------------------------------------------------------------
 fs_type=$(df -PT "$dir" | awk 'NR==2 {print $2}')
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
-python3 - "$results" "$chunks" "$rounds" "$(nproc)" "$fs_type" "$cpu" "$command_line" "$dir" <<'EOF'
-import csv, statistics, sys
-path, chunks, rounds, ncpu, fs, cpu, cmd, d = sys.argv[1:]
+python3 - "$results" "$chunks" "$rounds" "$(nproc)" "$fs_type" "$cpu" "$command_line" "$dir" "$marks" <<'EOF'
+import csv, os, statistics, sys
+path, chunks, rounds, ncpu, fs, cpu, cmd, d, marks = sys.argv[1:]
 rows = list(csv.DictReader(open(path), delimiter="\t"))
 def med(case, threads, key):
     v = [float(r[key]) for r in rows if r["case"] == case and r["threads"] == threads and r[key] != "-"]
@@ -187,5 +226,17 @@ for case in ("garbage", "live"):
 print()
 print("garbage: every chunk unreferenced (snapshot forgotten): all removed; "
       "live: every chunk referenced: none removed.")
+m = list(csv.DictReader(open(marks), delimiter="\t")) if os.path.exists(marks) else []
+if m:
+    refs = int(m[0]["refs"])
+    mk = statistics.median(float(r["mark_s"]) for r in m)
+    rss = [float(r["peak_rss_kib"]) for r in m if r["peak_rss_kib"] != "-"]
+    rss = statistics.median(rss) * 1024 if rss else None
+    print()
+    print(f"Mark phase alone on {refs:,} chunk references (an index-only store: "
+          f"`cairn-synth-store write --index-only`), median of {len(m)}: mark {mk:.2f} s "
+          f"({refs / mk / 1e6:.1f} M references/s), peak RSS "
+          + (f"{rss / 2**20:.0f} MiB ({rss / refs:.1f} bytes a reference, the whole process)" if rss else "-")
+          + ".")
 print(f"Reproduce: `{cmd}`")
 EOF

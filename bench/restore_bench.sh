@@ -48,6 +48,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+bench_name=restore_bench
+source bench/lib.sh  # json_fields; the helpers defined below override its own
 
 command_line="bash bench/restore_bench.sh${*:+ $*}"
 [[ -n ${CAIRN_BIN:-} ]] && command_line="CAIRN_BIN=$CAIRN_BIN $command_line"

@@ -153,14 +153,14 @@ if ((quick)); then
   r_default=1 r_limits=1 r_gc=1
   restore_opts=(--only compare,latency,rss --latencies 0,20 --jobs-list 1,16 --latency-ops restore --sparse-size 1G)
   verify_opts=(--only compare,limit,latency,rss --latencies 0,20 --jobs-list 1,16 --chunk-counts 1000,4000)
-  gc_chunks=1000
+  gc_chunks=1000 mark_refs=100000
   mode=quick
 else
   size=2G files=20000 tree_size=1G
   r_default=2 r_limits=3 r_gc=1
   restore_opts=(--only compare,latency,rss --latencies 0,20 --jobs-list 1,4,16 --latency-ops restore)
   verify_opts=(--only compare,limit,latency,rss --latencies 0,20 --jobs-list 1,4,16 --chunk-counts 10000,100000,1000000)
-  gc_chunks=50000
+  gc_chunks=50000 mark_refs=10000000
   mode=full
 fi
 [[ -n $rounds ]] && r_default=$rounds r_limits=$rounds r_gc=$rounds
@@ -233,7 +233,8 @@ run_step s3 bash bench/s3_bench.sh "${s3_opts[@]}"
 gc_step() {
   mkdir -p "$dir/gc"
   { echo "### Garbage collection, parallel against one thread"; echo; } >"$dir/gc/gc_bench.md"
-  bash bench/gc_bench.sh --chunks "$gc_chunks" --rounds "$r_gc" --dir "$dir/gc" --keep | tee -a "$dir/gc/gc_bench.md"
+  bash bench/gc_bench.sh --chunks "$gc_chunks" --mark-refs "$mark_refs" --rounds "$r_gc" --dir "$dir/gc" --keep |
+    tee -a "$dir/gc/gc_bench.md"
 }
 run_step gc gc_step
 

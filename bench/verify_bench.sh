@@ -63,6 +63,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+bench_name=verify_bench
+source bench/lib.sh  # json_fields; the helpers defined below override its own
 
 command_line="bash bench/verify_bench.sh${*:+ $*}"
 [[ -n ${CAIRN_BIN:-} ]] && command_line="CAIRN_BIN=$CAIRN_BIN $command_line"

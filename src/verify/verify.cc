@@ -1,13 +1,10 @@
 #include "verify/verify.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -20,52 +17,19 @@
 #include "pipeline/worker_group.h"
 #include "store/local_chunk_store.h"
 #include "verify/ledger.h"
+#include "verify/verify_detail.h"
 
 namespace cairn::verify {
 namespace {
 
-// One distinct chunk and the archives that use it.
-// One chunk reference: 44 bytes, the bulk of verify's memory (a datastore
-// of 100 M chunk references needs ~4.4 GB here, and nothing else per use).
-struct ChunkUse {
-  crypto::Digest id;
-  uint32_t length;
-  uint32_t archive;   // index into Collected::archives
-  uint32_t position;  // chunk number in the archive
-};
-static_assert(sizeof(ChunkUse) == 44);
-
-// How the chunks of one archive are checked: plain (key null, not keyless),
-// with the snapshot's key, or, for an encrypted snapshot whose key is not
-// at hand (keyless), by their stored checksum only.
-struct ArchiveCrypt {
-  const crypto::CryptConfig* key = nullptr;
-  bool keyless = false;
-};
-
-struct Collected {
-  std::vector<std::string> archives;                // "vm/100/… disk0.img"
-  std::vector<size_t> archive_snapshot;             // archive → index into snapshots
-  std::vector<uint32_t> archive_chunk_size;         // archive → its chunk size; 0: a tree stream
-  std::vector<std::vector<uint64_t>> archive_ends;  // tree streams: chunk end offsets
-  std::vector<ArchiveCrypt> archive_crypt;          // archive → how its chunks decode
-
-  uint64_t Offset(const ChunkUse& use) const {
-    uint32_t cs = archive_chunk_size[use.archive];
-    if (cs != 0) return uint64_t{use.position} * cs;
-    return use.position == 0 ? 0 : archive_ends[use.archive][use.position - 1];
-  }
-  std::vector<ChunkUse> uses;
-};
-
-void AddProblem(VerifyReport* report, std::string what, const Status& s,
-                std::vector<std::string> affected) {
-  report->problems.push_back(Problem{std::move(what),
-                                     std::string(s.message()),
-                                     s.code() == StatusCode::kNotFound,
-                                     std::move(affected),
-                                     {}});
-}
+using detail::AddProblem;
+using detail::ArchiveCrypt;
+using detail::ChunkUse;
+using detail::CollectSnapshot;
+using detail::Collected;
+using detail::ReadManifestOf;
+using detail::ResolveOrder;
+using detail::SortByInode;
 
 // True when the snapshot was forgotten (its manifest goes first).
 bool ManifestGone(const datastore::Datastore& store, const datastore::SnapshotRef& snap) {
@@ -73,112 +37,6 @@ bool ManifestGone(const datastore::Datastore& store, const datastore::SnapshotRe
              .Stat(JoinPath(store.SnapshotDir(snap), index::kManifestFileName))
              .status()
              .code() == StatusCode::kNotFound;
-}
-
-// Reads the manifest of one snapshot; null when it is damaged (reported)
-// or the snapshot was removed since the listing (quietly).
-std::optional<index::Manifest> ReadManifestOf(const datastore::Datastore& store, size_t snap_idx,
-                                              VerifyReport* report) {
-  SnapshotResult& result = report->snapshots[snap_idx];
-  const datastore::SnapshotRef& snap = result.snapshot;
-  auto manifest = store.ReadManifest(snap);
-  if (!manifest.ok() && manifest.status().code() == StatusCode::kNotFound) {
-    result.vanished = true;  // forgotten since the listing: not our business
-    return std::nullopt;
-  }
-  if (!manifest.ok()) {
-    result.ok = false;
-    ++result.errors;
-    AddProblem(report, "manifest of " + snap.ToString(), manifest.status(), {snap.ToString()});
-    return std::nullopt;
-  }
-  return std::move(*manifest);
-}
-
-// Reads every index and blob of one snapshot, adding its chunk uses.
-void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx,
-                     const index::Manifest& manifest, VerifyReport* report, Collected* c) {
-  SnapshotResult& result = report->snapshots[snap_idx];
-  const datastore::SnapshotRef& snap = result.snapshot;
-  ArchiveCrypt crypt;
-  if (auto key = store.CryptFor(manifest); key.ok()) {
-    crypt.key = *key;
-  } else {
-    crypt.keyless = true;  // encrypted, and its key is not at hand
-    result.content_checked = false;
-  }
-  for (const auto& entry : manifest.archives) {
-    std::string label = fmt::format("{} {}", snap.ToString(), entry.name);
-    if (entry.kind == index::ArchiveKind::kBlob) {
-      auto data = store.ReadBlobArchive(snap, entry, crypt.key);
-      // Keyless, the checksum against the manifest is all that can be checked.
-      bool keyless_ok = crypt.keyless && !data.ok() &&
-                        data.status().code() == StatusCode::kFailedPrecondition;
-      if (!data.ok() && !keyless_ok) {
-        result.ok = false;
-        ++result.errors;
-        AddProblem(report, "blob " + entry.name, data.status(), {label});
-      }
-      continue;
-    }
-    if (entry.kind == index::ArchiveKind::kTree) {
-      auto idx = store.ReadTreeIndexes(snap, entry);
-      if (!idx.ok()) {
-        result.ok = false;
-        ++result.errors;
-        AddProblem(report, "indexes of " + entry.name, idx.status(), {label});
-        continue;
-      }
-      for (const auto* stream : {&idx->meta, &idx->data}) {
-        uint32_t archive = static_cast<uint32_t>(c->archives.size());
-        c->archives.push_back(
-            fmt::format("{} ({})", label, stream == &idx->meta ? "metadata" : "payload"));
-        c->archive_snapshot.push_back(snap_idx);
-        c->archive_chunk_size.push_back(0);
-        c->archive_crypt.push_back(crypt);
-        std::vector<uint64_t> ends;
-        ends.reserve(stream->chunk_count());
-        for (size_t i = 0; i < stream->chunk_count(); ++i) {
-          ends.push_back(stream->entry(i).end);
-          c->uses.push_back(ChunkUse{stream->digest(i), stream->ChunkLength(i), archive,
-                                     static_cast<uint32_t>(i)});
-        }
-        c->archive_ends.resize(c->archives.size());
-        c->archive_ends.back() = std::move(ends);
-        result.chunks += stream->chunk_count();
-      }
-      continue;
-    }
-    // Streamed, not read whole: the digests go straight into `uses`, so an
-    // index costs no memory of its own (32 bytes a chunk otherwise).
-    const uint32_t archive = static_cast<uint32_t>(c->archives.size());
-    const size_t first = c->uses.size();
-    const uint32_t chunk_size = entry.chunk_size;
-    Status scanned = index::FixedIndex::ValidateChunkSize(chunk_size);
-    if (!scanned.ok()) {
-      scanned = DataLossError(fmt::format("manifest entry: {}", scanned.message()));
-    } else {
-      scanned = store.ScanImageIndex(snap, entry, [&](size_t i, const crypto::Digest& d) {
-        const uint64_t offset = uint64_t{i} * chunk_size;
-        const auto length =
-            static_cast<uint32_t>(std::min<uint64_t>(chunk_size, entry.size - std::min(entry.size, offset)));
-        c->uses.push_back(ChunkUse{d, length, archive, static_cast<uint32_t>(i)});
-      });
-    }
-    if (!scanned.ok()) {
-      c->uses.resize(first);  // nothing of a damaged index is checked
-      result.ok = false;
-      ++result.errors;
-      AddProblem(report, "index " + entry.FileName(), scanned, {label});
-      continue;
-    }
-    c->archives.push_back(label);
-    c->archive_snapshot.push_back(snap_idx);
-    c->archive_chunk_size.push_back(chunk_size);
-    c->archive_crypt.push_back(crypt);
-    c->archive_ends.resize(c->archives.size());
-    result.chunks += c->uses.size() - first;
-  }
 }
 
 // Checks one stored chunk: CRC, decryption, decompression, id, length.
@@ -289,45 +147,6 @@ class Outcomes {
   mutable std::mutex mu_;
   std::unordered_map<size_t, Status> errors_;  // GUARDED_BY(mu_)
 };
-
-// Sorts `stretch` (indexes into `unique`, which indexes `uses`) by the
-// inode of each chunk's file in `chunks`, stat'ing them on a few threads
-// (metadata only). Ties, and chunks whose file cannot be stat'ed (missing:
-// their read reports it), keep id order; the latter go last.
-void SortByInode(Env& env, const store::LocalChunkStore& chunks, const std::vector<ChunkUse>& uses,
-                 const std::vector<uint32_t>& unique, std::span<uint32_t> stretch) {
-  constexpr uint64_t kMissing = UINT64_MAX;
-  std::vector<uint64_t> inode(stretch.size());  // 8 bytes a chunk: a whole store may be sorted
-  std::atomic<size_t> next{0};
-  // A few stats in flight let the disk's elevator order the inode reads.
-  const int threads = static_cast<int>(std::clamp<size_t>(stretch.size() / 256, 1, 8));
-  pipeline::WorkerGroup group;
-  group.Start(threads, [&](int) -> Status {
-    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < stretch.size();) {
-      auto info = env.Stat(chunks.ChunkPath(uses[unique[stretch[i]]].id));
-      inode[i] = info.ok() ? info->inode : kMissing;
-    }
-    return Status::Ok();
-  });
-  group.Wait().IgnoreError();  // the workers never fail
-  // Inode numbers below 2^32 (ext4 always; xfs mostly): inode and index
-  // share one 64-bit key, sorted in place. Ties keep id order (indexes
-  // ascend with the id), and the missing sort last.
-  constexpr uint64_t kLast = UINT32_MAX;
-  if (std::all_of(inode.begin(), inode.end(), [](uint64_t n) { return n < kLast || n == kMissing; })) {
-    for (size_t i = 0; i < inode.size(); ++i) {
-      inode[i] = (std::min(inode[i], kLast) << 32) | stretch[i];
-    }
-    std::sort(inode.begin(), inode.end());
-    for (size_t i = 0; i < inode.size(); ++i) stretch[i] = static_cast<uint32_t>(inode[i]);
-    return;
-  }
-  std::vector<std::pair<uint64_t, uint32_t>> keyed(stretch.size());  // 64-bit inode numbers
-  for (size_t i = 0; i < keyed.size(); ++i) keyed[i] = {inode[i], stretch[i]};
-  inode = {};
-  std::sort(keyed.begin(), keyed.end());
-  for (size_t i = 0; i < keyed.size(); ++i) stretch[i] = keyed[i].second;
-}
 
 // Reads and checks chunks (indexes into `unique`, which indexes `uses`) on
 // the fetch pipeline, one stretch after another, with one concurrency
@@ -606,49 +425,7 @@ void CutSlice(const std::vector<ChunkUse>& uses, const std::vector<uint32_t>& un
   todo->resize(keep);
 }
 
-ChunkOrder ResolveOrder(const datastore::Datastore& store, const VerifyOptions& options) {
-  // Not a local chunk store: its layout is unknown.
-  if (options.source != nullptr || store.is_remote()) return ChunkOrder::kId;
-  if (options.order != ChunkOrder::kAuto) return options.order;
-  return IsRotational(store.chunks().dir()) ? ChunkOrder::kInode : ChunkOrder::kId;
-}
-
 }  // namespace
-
-std::string_view ChunkOrderName(ChunkOrder order) {
-  switch (order) {
-    case ChunkOrder::kAuto:
-      return "auto";
-    case ChunkOrder::kId:
-      return "id";
-    case ChunkOrder::kInode:
-      return "inode";
-  }
-  return "?";
-}
-
-Result<ChunkOrder> ParseChunkOrder(std::string_view text) {
-  for (ChunkOrder o : {ChunkOrder::kAuto, ChunkOrder::kId, ChunkOrder::kInode}) {
-    if (text == ChunkOrderName(o)) return o;
-  }
-  return InvalidArgumentError(fmt::format("chunk order \"{}\": expected auto, id or inode", text));
-}
-
-// Straight to stat(2) and sysfs, not through Env: a property of the device,
-// not data, and Env has no device numbers.
-bool IsRotational(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || major(st.st_dev) == 0) return false;  // 0: no device
-  const std::string dev = fmt::format("/sys/dev/block/{}:{}", major(st.st_dev), minor(st.st_dev));
-  // A partition has no queue of its own; ".." after the device's link is
-  // its parent disk (the kernel resolves it in the link's target).
-  for (const char* queue : {"/queue/rotational", "/../queue/rotational"}) {
-    std::ifstream in(dev + queue);
-    int rotational = 0;
-    if (in >> rotational) return rotational == 1;
-  }
-  return false;
-}
 
 Result<std::vector<datastore::SnapshotRef>> SelectSnapshots(const datastore::Datastore& store,
                                                             const std::string& ns,

@@ -217,8 +217,8 @@ Result<index::FixedIndex> Datastore::ReadImageIndex(const SnapshotRef& snap,
                                                     const index::ArchiveEntry& entry) const {
   std::string path = JoinPath(SnapshotDir(snap), entry.FileName());
   CAIRN_ASSIGN_OR_RETURN(index::FixedIndex idx, index::ReadFixedIndex(env_, path));
-  CAIRN_RETURN_IF_ERROR(CheckImageIndex(path, snap, entry,
-                                        {idx.image_size(), idx.chunk_size(), idx.chunk_count(), idx.csum()}));
+  CAIRN_RETURN_IF_ERROR(CheckImageIndex(
+      path, snap, entry, {idx.image_size(), idx.chunk_size(), idx.chunk_count(), idx.csum()}));
   return idx;
 }
 

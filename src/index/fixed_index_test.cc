@@ -252,14 +252,15 @@ TEST(FixedIndexTest, ScanRejectsWhatDecodeRejects) {
     t[pos] ^= 0x40;
     auto r = scan(t);
     ASSERT_EQ(CodeOf(r), StatusCode::kDataLoss) << pos;
-    EXPECT_NE(r.status().message().find("checksum"), std::string_view::npos) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("checksum"), std::string_view::npos)
+        << r.status().ToString();
   }
   Bytes header = file;
   header[kOffChunkSize] ^= 0x01;  // CRC no longer matches
   EXPECT_EQ(CodeOf(scan(header)), StatusCode::kDataLoss);
-  EXPECT_EQ(CodeOf(ScanFixedIndex(*env, dir.Join("missing.fidx"),
-                                  [](size_t, const crypto::Digest&) {})),
-            StatusCode::kNotFound);
+  EXPECT_EQ(
+      CodeOf(ScanFixedIndex(*env, dir.Join("missing.fidx"), [](size_t, const crypto::Digest&) {})),
+      StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -380,8 +380,9 @@ class GcRun {
         if (entry.kind == index::ArchiveKind::kImage) {
           // Streamed: an index costs a 1 MiB window, not 32 bytes a chunk.
           // A damaged one stops gc, so what it marked before failing is moot.
-          Status scanned = store_.ScanImageIndex(
-              snap, entry, [&](size_t, const crypto::Digest& d) { marked_.Insert(IdPrefix(d.data())); });
+          Status scanned = store_.ScanImageIndex(snap, entry, [&](size_t, const crypto::Digest& d) {
+            marked_.Insert(IdPrefix(d.data()));
+          });
           if (!scanned.ok()) return Gone(snap) ? Status::Ok() : IndexError(snap, entry, scanned);
           indexes.fetch_add(1);
         } else if (entry.kind == index::ArchiveKind::kTree) {

@@ -99,8 +99,8 @@ void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx,
     } else {
       scanned = store.ScanImageIndex(snap, entry, [&](size_t i, const crypto::Digest& d) {
         const uint64_t offset = uint64_t{i} * chunk_size;
-        const auto length =
-            static_cast<uint32_t>(std::min<uint64_t>(chunk_size, entry.size - std::min(entry.size, offset)));
+        const auto length = static_cast<uint32_t>(
+            std::min<uint64_t>(chunk_size, entry.size - std::min(entry.size, offset)));
         c->uses.push_back(ChunkUse{d, length, archive, static_cast<uint32_t>(i)});
       });
     }

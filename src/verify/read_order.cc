@@ -33,7 +33,8 @@ void SortByInode(Env& env, const store::LocalChunkStore& chunks, const std::vect
   // share one 64-bit key, sorted in place. Ties keep id order (indexes
   // ascend with the id), and the missing sort last.
   constexpr uint64_t kLast = UINT32_MAX;
-  if (std::all_of(inode.begin(), inode.end(), [](uint64_t n) { return n < kLast || n == kMissing; })) {
+  auto fits = [](uint64_t n) { return n < kLast || n == kMissing; };
+  if (std::all_of(inode.begin(), inode.end(), fits)) {
     for (size_t i = 0; i < inode.size(); ++i) {
       inode[i] = (std::min(inode[i], kLast) << 32) | stretch[i];
     }

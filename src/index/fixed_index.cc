@@ -153,14 +153,12 @@ Result<FixedIndexInfo> ScanFixedIndex(
     // 1 MiB windows (32 768 digests): memory stays constant, reads stay large.
     constexpr size_t kWindow = 1 << 20;
     Bytes buf(std::min<uint64_t>(std::max<uint64_t>(size, kFixedIndexHeaderSize), kWindow));
+    // ReadAt reads all it is asked for unless the file ends first.
     auto read_full = [&](uint64_t offset, std::span<uint8_t> out) -> Status {
-      for (size_t done = 0; done < out.size();) {
-        CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(offset + done, out.subspan(done)));
-        if (n == 0) {
-          return DataLossError(fmt::format("fixed index: file ended at {} bytes, expected {}",
-                                           offset + done, size));
-        }
-        done += n;
+      CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(offset, out));
+      if (n < out.size()) {
+        return DataLossError(fmt::format("fixed index: file ended at {} bytes, expected {}",
+                                         offset + n, size));
       }
       return Status::Ok();
     };

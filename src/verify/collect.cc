@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "blob/blob.h"
 #include "verify/verify_detail.h"
 
 namespace cairn::verify::detail {

@@ -38,7 +38,10 @@ run_ctest() {
   rm -f "$log"
 }
 
-stage() { printf '\n=== %s\n' "$*"; }
+# Each stage's heading says how long the run has taken so far, so a CI log
+# shows where its minutes went.
+started=$SECONDS
+stage() { printf '\n=== %s (at %d s)\n' "$*" $((SECONDS - started)); }
 build() {
   cmake --preset "$1" >/dev/null && cmake --build "build/$1" "${@:2}" || { failed=$((failed + 1)); return 1; }
 }
@@ -107,5 +110,5 @@ if ((!quick)); then
   if bash scripts/fuzz.sh 20; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 fi
 
-printf '\n%d passed, %d failed\n' "$passed" "$failed"
+printf '\n%d passed, %d failed (%d s)\n' "$passed" "$failed" $((SECONDS - started))
 ((failed == 0))

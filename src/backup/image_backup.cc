@@ -18,7 +18,7 @@ class ImageJob {
       : sink_(sink), options_(options), digests_(count),
         zero_digest_(index::ZeroChunkDigest(options.chunk_size, options.crypt)) {}
 
-  Status Process(size_t index, const Bytes& data) {
+  Status Process(size_t index, ByteSpan data) {
     crypto::Digest id;
     bool zero = IsAllZero(data);
     if (zero && data.size() == options_.chunk_size) {
@@ -109,11 +109,11 @@ Result<index::FixedIndex> BackupImage(ReadableFile& source, uint64_t size, store
   };
   CAIRN_RETURN_IF_ERROR(pipeline::RunFetchPipeline(
       count,
-      [&](size_t i, Bytes* data) -> Status {
+      [&](size_t i, ReadBuffer* data) -> Status {
         const uint64_t offset = uint64_t{i} * options.chunk_size;
         const size_t len = length(i);
-        data->resize(len);
-        CAIRN_ASSIGN_OR_RETURN(size_t n, source.ReadAt(offset, *data));
+        data->Resize(len);
+        CAIRN_ASSIGN_OR_RETURN(size_t n, source.ReadAt(offset, data->mutable_span()));
         if (n != len) {
           return FailedPreconditionError(
               fmt::format("{} shrank while being read (expected {} bytes, ended at {})",
@@ -121,7 +121,7 @@ Result<index::FixedIndex> BackupImage(ReadableFile& source, uint64_t size, store
         }
         return Status::Ok();
       },
-      [&](size_t i, Bytes& data) -> Status {
+      [&](size_t i, ReadBuffer& data) -> Status {
         CAIRN_RETURN_IF_ERROR(job.Process(i, data));
         if (options.progress != nullptr) options.progress->Add(data.size());
         return Status::Ok();

@@ -1,9 +1,11 @@
 #include "base/bytes.h"
 
+#include <algorithm>
 #include <array>
 
 #include <gtest/gtest.h>
 
+#include "base/read_buffer.h"
 #include "tests/unit_test_util.h"
 
 namespace cairn {
@@ -118,4 +120,50 @@ TEST(HumanBytesTest, UnitsAndDecimals) {
 }
 
 }  // namespace
+
+TEST(ReadBufferTest, ShrinkingAndGrowingBackKeepsTheMemoryAndTheBytes) {
+  ReadBuffer b;
+  b.Resize(1000);
+  std::fill(b.begin(), b.end(), uint8_t{7});
+  const uint8_t* memory = b.data();
+  b.Resize(10);
+  EXPECT_EQ(b.size(), 10u);
+  b.Resize(1000);  // a size it held before: no allocation, no fill
+  EXPECT_EQ(b.data(), memory);
+  EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](uint8_t x) { return x == 7; }));
+  b.Clear();
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(b.span().size(), 0u);
+}
+
+TEST(ReadBufferTest, GrowingPastTheCapacityKeepsTheContent) {
+  ReadBuffer b;
+  b.Resize(3);
+  b.data()[0] = 1;
+  b.data()[1] = 2;
+  b.data()[2] = 3;
+  b.Resize(100000);
+  EXPECT_GE(b.capacity(), 100000u);
+  EXPECT_EQ(b.data()[0], 1);
+  EXPECT_EQ(b.data()[2], 3);
+  ByteSpan view = b;
+  EXPECT_EQ(view.size(), 100000u);
+}
+
+TEST(ReadBufferTest, AdoptAndReleaseMoveTheStorage) {
+  ReadBuffer b;
+  Bytes data = {1, 2, 3, 4};
+  const uint8_t* memory = data.data();
+  b.Adopt(std::move(data));
+  EXPECT_EQ(b.size(), 4u);
+  EXPECT_EQ(b.data(), memory);
+  b.Resize(2);
+  Bytes out = b.Release();
+  EXPECT_EQ(out, (Bytes{1, 2}));
+  EXPECT_EQ(out.data(), memory);
+  EXPECT_TRUE(b.empty());
+  b.Resize(5);  // usable again after a release
+  EXPECT_EQ(b.size(), 5u);
+}
+
 }  // namespace cairn

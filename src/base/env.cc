@@ -9,21 +9,21 @@
 namespace cairn {
 
 Result<Bytes> ReadWholeFile(Env& env, const std::string& path, uint64_t max_size) {
-  Bytes data;
+  ReadBuffer data;
   CAIRN_RETURN_IF_ERROR(ReadWholeFileInto(env, path, max_size, &data));
-  return data;
+  return data.Release();
 }
 
-Status ReadWholeFileInto(Env& env, const std::string& path, uint64_t max_size, Bytes* out) {
+Status ReadWholeFileInto(Env& env, const std::string& path, uint64_t max_size, ReadBuffer* out) {
   CAIRN_ASSIGN_OR_RETURN(auto file, env.OpenReadable(path));
   CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
   if (size > max_size) {
     return InvalidArgumentError(
         fmt::format("{}: {} bytes is larger than the limit of {} bytes", path, size, max_size));
   }
-  out->resize(size);
-  CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(0, *out));
-  out->resize(n);
+  out->Resize(size);
+  CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(0, out->mutable_span()));
+  out->Resize(n);
   return Status::Ok();
 }
 

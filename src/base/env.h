@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/bytes.h"
+#include "base/read_buffer.h"
 #include "base/status.h"
 
 namespace cairn {
@@ -176,8 +177,8 @@ class EnvWrapper : public Env {
 
 // Reads a whole file; InvalidArgument when it is larger than `max_size`.
 Result<Bytes> ReadWholeFile(Env& env, const std::string& path, uint64_t max_size);
-// The same into `out`, reusing its capacity.
-Status ReadWholeFileInto(Env& env, const std::string& path, uint64_t max_size, Bytes* out);
+// The same into `out`, reusing its capacity (and never zero-filling it).
+Status ReadWholeFileInto(Env& env, const std::string& path, uint64_t max_size, ReadBuffer* out);
 
 // Durable replace: writes `path`.tmp, fsyncs it, renames it over `path`,
 // fsyncs the directory. A crash leaves either the old or the new content.

@@ -286,9 +286,12 @@ TEST_F(PosixEnvTest, ReadWholeFileIntoReusesTheBuffer) {
   std::string path = dir_.Join("into");
   Bytes data = test_util::RandomBytes(1000, 3);
   test_util::WriteFileOrFail(path, data);
-  Bytes buffer(5000, 0xEE);
+  ReadBuffer buffer;
+  buffer.Resize(5000);
+  const uint8_t* before = buffer.data();
   CAIRN_ASSERT_OK(ReadWholeFileInto(*env_, path, 1000, &buffer));
-  EXPECT_EQ(buffer, data);
+  EXPECT_EQ(Bytes(buffer.begin(), buffer.end()), data);
+  EXPECT_EQ(buffer.data(), before);  // no new allocation
   EXPECT_EQ(CodeOf(ReadWholeFileInto(*env_, path, 999, &buffer)), StatusCode::kInvalidArgument);
   EXPECT_EQ(CodeOf(ReadWholeFileInto(*env_, dir_.Join("none"), 10, &buffer)),
             StatusCode::kNotFound);

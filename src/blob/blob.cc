@@ -73,9 +73,15 @@ ZSTD_DCtx* ThreadStreamDCtx() {
 // each piece goes to zstd while still in cache, instead of decrypting all
 // of it into memory and reading it back (one pass over the data instead of
 // three). Nothing is returned before the tag authenticated the whole.
+// A decode buffer's new size: a Bytes zero-fills what it grows by, a
+// ReadBuffer does not.
+void SetSize(Bytes* b, size_t n) { b->resize(n); }
+void SetSize(ReadBuffer* b, size_t n) { b->Resize(n); }
+
+template <typename Scratch>
 Status DecryptDecompress(const crypto::CryptConfig& crypt, const uint8_t* h, ByteSpan payload,
-                         uint32_t raw_size, Bytes* out_buffer) {
-  out_buffer->resize(raw_size);
+                         uint32_t raw_size, Scratch* out_buffer) {
+  SetSize(out_buffer, raw_size);
   ZSTD_DCtx* d = ThreadStreamDCtx();
   ZSTD_DCtx_reset(d, ZSTD_reset_session_only);
   ZSTD_outBuffer out{out_buffer->data(), out_buffer->size(), 0};
@@ -227,7 +233,11 @@ Result<Header> Check(ByteSpan stored) {
   return header;
 }
 
-Result<ByteSpan> DecodeView(ByteSpan stored, Bytes* scratch, const crypto::CryptConfig* crypt) {
+namespace {
+
+template <typename Scratch>
+Result<ByteSpan> DecodeViewInto(ByteSpan stored, Scratch* scratch,
+                                const crypto::CryptConfig* crypt) {
   CAIRN_ASSIGN_OR_RETURN(Header header, Check(stored));
   ByteSpan payload = stored.subspan(kHeaderSize);
   if (header.encryption != Encryption::kNone) {
@@ -249,7 +259,7 @@ Result<ByteSpan> DecodeView(ByteSpan stored, Bytes* scratch, const crypto::Crypt
       return ByteSpan(*scratch);
     }
     // Uncompressed: decrypt straight into `scratch`, the result.
-    scratch->resize(payload.size());
+    SetSize(scratch, payload.size());
     auto aad = Aad(h);
     CAIRN_RETURN_IF_ERROR(crypt->Decrypt(
         aad, payload, std::span<const uint8_t, crypto::kGcmNonceSize>(h + kOffNonce, 12),
@@ -257,7 +267,7 @@ Result<ByteSpan> DecodeView(ByteSpan stored, Bytes* scratch, const crypto::Crypt
     return ByteSpan(*scratch);
   }
   if (header.compression == Compression::kNone) return payload;
-  scratch->resize(header.raw_size);
+  SetSize(scratch, header.raw_size);
   size_t n = ZSTD_decompressDCtx(ThreadDCtx(), scratch->data(), scratch->size(), payload.data(),
                                  payload.size());
   if (ZSTD_isError(n)) {
@@ -270,14 +280,15 @@ Result<ByteSpan> DecodeView(ByteSpan stored, Bytes* scratch, const crypto::Crypt
   return ByteSpan(*scratch);
 }
 
-Result<ByteSpan> DecodeChunkView(ByteSpan stored, const crypto::Digest& id, Bytes* scratch,
-                                 const crypto::CryptConfig* crypt) {
+template <typename Scratch>
+Result<ByteSpan> DecodeChunkViewInto(ByteSpan stored, const crypto::Digest& id, Scratch* scratch,
+                                     const crypto::CryptConfig* crypt) {
   if (crypt != nullptr && stored.size() > kOffEncryption &&
       stored[kOffEncryption] == static_cast<uint8_t>(Encryption::kNone)) {
     CAIRN_RETURN_IF_ERROR(Check(stored).status());
     return DataLossError("chunk is not encrypted, but its snapshot is");
   }
-  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeView(stored, scratch, crypt));
+  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeViewInto(stored, scratch, crypt));
   crypto::Digest actual = ChunkId(plain, crypt);
   if (actual != id) {
     return DataLossError(fmt::format("content does not match its id ({} {})",
@@ -285,6 +296,24 @@ Result<ByteSpan> DecodeChunkView(ByteSpan stored, const crypto::Digest& id, Byte
                                      crypto::DigestHex(actual)));
   }
   return plain;
+}
+
+}  // namespace
+
+Result<ByteSpan> DecodeView(ByteSpan stored, Bytes* scratch, const crypto::CryptConfig* crypt) {
+  return DecodeViewInto(stored, scratch, crypt);
+}
+Result<ByteSpan> DecodeView(ByteSpan stored, ReadBuffer* scratch,
+                            const crypto::CryptConfig* crypt) {
+  return DecodeViewInto(stored, scratch, crypt);
+}
+Result<ByteSpan> DecodeChunkView(ByteSpan stored, const crypto::Digest& id, Bytes* scratch,
+                                 const crypto::CryptConfig* crypt) {
+  return DecodeChunkViewInto(stored, id, scratch, crypt);
+}
+Result<ByteSpan> DecodeChunkView(ByteSpan stored, const crypto::Digest& id, ReadBuffer* scratch,
+                                 const crypto::CryptConfig* crypt) {
+  return DecodeChunkViewInto(stored, id, scratch, crypt);
 }
 
 Result<Bytes> Decode(ByteSpan stored, const crypto::CryptConfig* crypt) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "base/bytes.h"
+#include "base/read_buffer.h"
 #include "base/status.h"
 #include "crypto/crypt_config.h"
 #include "crypto/sha256.h"
@@ -79,9 +80,15 @@ Result<Bytes> DecodeChunk(ByteSpan stored, const crypto::Digest& id,
 // itself when the blob is neither compressed nor encrypted (no copy), or
 // decoded into `scratch` (reusing its capacity). The view is valid while
 // `stored` and `scratch` are neither changed nor destroyed.
+// A ReadBuffer `scratch` (the pipelines' per-thread one) is never zero-filled
+// and lives in huge pages.
 Result<ByteSpan> DecodeView(ByteSpan stored, Bytes* scratch,
                             const crypto::CryptConfig* crypt = nullptr);
+Result<ByteSpan> DecodeView(ByteSpan stored, ReadBuffer* scratch,
+                            const crypto::CryptConfig* crypt = nullptr);
 Result<ByteSpan> DecodeChunkView(ByteSpan stored, const crypto::Digest& id, Bytes* scratch,
+                                 const crypto::CryptConfig* crypt = nullptr);
+Result<ByteSpan> DecodeChunkView(ByteSpan stored, const crypto::Digest& id, ReadBuffer* scratch,
                                  const crypto::CryptConfig* crypt = nullptr);
 
 }  // namespace cairn::blob

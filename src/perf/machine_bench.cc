@@ -583,7 +583,7 @@ WorkFactory InsertWork(const BenchData& data, store::LocalChunkStore& chunks,
 
 WorkFactory ReadWork(const std::vector<SampleChunk>& sample, store::ChunkSource& source) {
   return [&sample, &source](int index) -> Result<WorkFn> {
-    auto buffers = std::make_shared<std::pair<Bytes, Bytes>>();  // stored, scratch
+    auto buffers = std::make_shared<std::pair<ReadBuffer, Bytes>>();  // stored, scratch
     size_t next = static_cast<size_t>(index) * 7 % sample.size();
     return WorkFn([&sample, &source, buffers, next]() mutable -> Result<uint64_t> {
       const SampleChunk& c = sample[next];

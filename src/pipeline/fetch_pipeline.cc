@@ -23,7 +23,7 @@ int64_t NowNanos() {
 struct Fetched {
   size_t index;
   uint64_t reserved;
-  Bytes data;
+  ReadBuffer data;
 };
 
 // Admission control of the I/O stage: reads in flight and bytes reserved.
@@ -154,7 +154,7 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
   std::atomic<int> io_alive{io_threads};
   std::atomic<uint64_t> fetched_bytes{0};
   std::atomic<uint64_t> items{0};
-  BufferPool pool(static_cast<size_t>(io_threads + cpu_workers) * 2);
+  ReadBufferPool pool(static_cast<size_t>(io_threads + cpu_workers) * 2);
   WorkerGroup group([&] {
     gate.Cancel();
     queue.Cancel();
@@ -171,7 +171,7 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
     size_t index;
     uint64_t reserved;
     while (gate.Admit(&index, &reserved)) {
-      Bytes data = pool.Take();
+      ReadBuffer data = pool.Take();
       int64_t start = NowNanos();
       Status s = fetch(index, &data);
       int64_t end = NowNanos();

@@ -28,6 +28,7 @@
 #include <functional>
 
 #include "base/bytes.h"
+#include "base/read_buffer.h"
 #include "base/status.h"
 #include "pipeline/concurrency_controller.h"
 #include "pipeline/progress.h"
@@ -50,9 +51,9 @@ struct FetchPipelineStats {
 };
 
 // Fetches item `index` into `out` (a recycled buffer: reuse its capacity).
-using FetchFn = std::function<Status(size_t index, Bytes* out)>;
+using FetchFn = std::function<Status(size_t index, ReadBuffer* out)>;
 // Processes a fetched item. The buffer goes back to the pool afterwards.
-using ProcessFn = std::function<Status(size_t index, Bytes& data)>;
+using ProcessFn = std::function<Status(size_t index, ReadBuffer& data)>;
 using SizeHintFn = std::function<uint64_t(size_t index)>;
 
 Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& process,

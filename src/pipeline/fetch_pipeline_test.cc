@@ -1,5 +1,6 @@
 #include "pipeline/fetch_pipeline.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -40,13 +41,15 @@ TEST(FetchPipelineTest, EveryItemIsFetchedAndProcessedOnce) {
   FetchPipelineStats stats;
   Status s = RunFetchPipeline(
       kCount,
-      [&](size_t i, Bytes* out) -> Status {
+      [&](size_t i, ReadBuffer* out) -> Status {
         ++fetched[i];
-        *out = Payload(i);
+        out->Adopt(Payload(i));
         return Status::Ok();
       },
-      [&](size_t i, Bytes& data) -> Status {
-        if (data != Payload(i)) return InternalError("wrong data for item " + std::to_string(i));
+      [&](size_t i, ReadBuffer& data) -> Status {
+        if (Bytes(data.begin(), data.end()) != Payload(i)) {
+          return InternalError("wrong data for item " + std::to_string(i));
+        }
         ++processed[i];
         return Status::Ok();
       },
@@ -71,12 +74,13 @@ TEST(FetchPipelineTest, BuffersAreRecycled) {
   std::atomic<int> reused{0};
   Status s = RunFetchPipeline(
       200,
-      [&](size_t, Bytes* out) {
+      [&](size_t, ReadBuffer* out) {
         if (out->capacity() >= 4096) ++reused;
-        out->assign(4096, 9);
+        out->Resize(4096);
+        std::fill(out->begin(), out->end(), uint8_t{9});
         return Status::Ok();
       },
-      [](size_t, Bytes& data) {
+      [](size_t, ReadBuffer& data) {
         return data.size() == 4096 ? Status::Ok() : InternalError("short buffer");
       },
       [](size_t) { return uint64_t{4096}; }, Opts(&c, 1), nullptr);
@@ -89,11 +93,11 @@ TEST(FetchPipelineTest, ZeroItemsCallNothing) {
   bool called = false;
   Status s = RunFetchPipeline(
       0,
-      [&](size_t, Bytes*) {
+      [&](size_t, ReadBuffer*) {
         called = true;
         return Status::Ok();
       },
-      [&](size_t, Bytes&) {
+      [&](size_t, ReadBuffer&) {
         called = true;
         return Status::Ok();
       },
@@ -110,17 +114,17 @@ TEST(FetchPipelineTest, ReadsInFlightFollowTheLimit) {
     FetchPipelineStats stats;
     Status s = RunFetchPipeline(
         48,
-        [&](size_t, Bytes* out) {
+        [&](size_t, ReadBuffer* out) {
           int n = ++now;
           int p = peak.load();
           while (n > p && !peak.compare_exchange_weak(p, n)) {
           }
           std::this_thread::sleep_for(5ms);  // long enough for `limit` reads to overlap
           --now;
-          out->assign(10, 1);
+          out->Adopt(Bytes(10, 1));
           return Status::Ok();
         },
-        [](size_t, Bytes&) { return Status::Ok(); }, [](size_t) { return uint64_t{10}; },
+        [](size_t, ReadBuffer&) { return Status::Ok(); }, [](size_t) { return uint64_t{10}; },
         Opts(&c), &stats);
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_LE(peak.load(), limit);
@@ -134,11 +138,11 @@ TEST(FetchPipelineTest, ByteBudgetBoundsMemory) {
   FetchPipelineStats stats;
   Status s = RunFetchPipeline(
       200,
-      [](size_t, Bytes* out) {
-        out->assign(100, 7);
+      [](size_t, ReadBuffer* out) {
+        out->Adopt(Bytes(100, 7));
         return Status::Ok();
       },
-      [](size_t, Bytes&) {
+      [](size_t, ReadBuffer&) {
         std::this_thread::sleep_for(100us);  // slow CPU stage: items pile up
         return Status::Ok();
       },
@@ -153,11 +157,11 @@ TEST(FetchPipelineTest, ItemLargerThanTheBudgetStillRuns) {
   FetchPipelineStats stats;
   Status s = RunFetchPipeline(
       10,
-      [](size_t, Bytes* out) {
-        out->assign(1, 1);
+      [](size_t, ReadBuffer* out) {
+        out->Adopt(Bytes(1, 1));
         return Status::Ok();
       },
-      [](size_t, Bytes&) { return Status::Ok(); }, [](size_t) { return uint64_t{1000}; },
+      [](size_t, ReadBuffer&) { return Status::Ok(); }, [](size_t) { return uint64_t{1000}; },
       Opts(&c, 2, 100), &stats);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(stats.items, 10u);
@@ -170,15 +174,15 @@ TEST(FetchPipelineTest, FetchErrorCancelsAndIsReturned) {
   std::atomic<size_t> fetches{0};
   Status s = RunFetchPipeline(
       kCount,
-      [&](size_t i, Bytes* out) -> Status {
+      [&](size_t i, ReadBuffer* out) -> Status {
         ++fetches;
         if (i == 20) return DataLossError("chunk 20 is damaged");
         std::this_thread::sleep_for(200us);
-        out->assign(8, 0);
+        out->Adopt(Bytes(8, 0));
         return Status::Ok();
       },
-      [](size_t, Bytes&) { return Status::Ok(); }, [](size_t) { return uint64_t{8}; }, Opts(&c),
-      nullptr);
+      [](size_t, ReadBuffer&) { return Status::Ok(); }, [](size_t) { return uint64_t{8}; },
+      Opts(&c), nullptr);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_EQ(s.message(), "chunk 20 is damaged");
   EXPECT_LT(fetches.load(), kCount / 2) << "the pipeline kept going after the error";
@@ -190,13 +194,13 @@ TEST(FetchPipelineTest, ProcessErrorCancelsAndIsReturned) {
   std::atomic<size_t> fetches{0};
   Status s = RunFetchPipeline(
       kCount,
-      [&](size_t, Bytes* out) {
+      [&](size_t, ReadBuffer* out) {
         ++fetches;
         std::this_thread::sleep_for(100us);
-        out->assign(8, 0);
+        out->Adopt(Bytes(8, 0));
         return Status::Ok();
       },
-      [](size_t i, Bytes&) {
+      [](size_t i, ReadBuffer&) {
         return i == 7 ? UnavailableError("sink went away") : Status::Ok();
       },
       [](size_t) { return uint64_t{8}; }, Opts(&c), nullptr);
@@ -208,13 +212,13 @@ TEST(FetchPipelineTest, ExceptionBecomesInternal) {
   ConcurrencyController c(Fixed(2));
   Status s = RunFetchPipeline(
       10,
-      [](size_t i, Bytes* out) -> Status {
+      [](size_t i, ReadBuffer* out) -> Status {
         if (i == 3) throw std::runtime_error("bad fetch");
-        out->assign(1, 0);
+        out->Adopt(Bytes(1, 0));
         return Status::Ok();
       },
-      [](size_t, Bytes&) { return Status::Ok(); }, [](size_t) { return uint64_t{1}; }, Opts(&c),
-      nullptr);
+      [](size_t, ReadBuffer&) { return Status::Ok(); }, [](size_t) { return uint64_t{1}; },
+      Opts(&c), nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_NE(s.message().find("bad fetch"), std::string_view::npos);
 }
@@ -228,12 +232,12 @@ TEST(FetchPipelineTest, AdaptiveControllerCompletes) {
   std::atomic<size_t> done{0};
   Status s = RunFetchPipeline(
       400,
-      [](size_t, Bytes* out) {
+      [](size_t, ReadBuffer* out) {
         std::this_thread::sleep_for(500us);
-        out->assign(1000, 3);
+        out->Adopt(Bytes(1000, 3));
         return Status::Ok();
       },
-      [&](size_t, Bytes&) {
+      [&](size_t, ReadBuffer&) {
         ++done;
         return Status::Ok();
       },

@@ -47,11 +47,20 @@ RemoteChunkSource::Stats RemoteChunkSource::stats() const {
 
 Result<Bytes> RemoteChunkSource::Read(const store::ChunkId& id) {
   Bytes out;
-  CAIRN_RETURN_IF_ERROR(ReadInto(id, &out));
+  CAIRN_RETURN_IF_ERROR(ReadIntoBytes(id, &out));
   return out;
 }
 
-Status RemoteChunkSource::ReadInto(const store::ChunkId& id, Bytes* out) {
+Status RemoteChunkSource::ReadInto(const store::ChunkId& id, ReadBuffer* out) {
+  // The frame parser fills a Bytes (clear, then append: no zero fill), so
+  // the buffer lends it its storage.
+  Bytes storage = out->Release();
+  Status s = ReadIntoBytes(id, &storage);
+  out->Adopt(std::move(storage));
+  return s;
+}
+
+Status RemoteChunkSource::ReadIntoBytes(const store::ChunkId& id, Bytes* out) {
   std::promise<Status> promise;
   std::future<Status> future = promise.get_future();
   Pending p;

@@ -35,7 +35,7 @@ class RemoteChunkSource : public store::ChunkSource {
   // Both go through the batching queue too: the pipelines' I/O threads
   // call ReadInto, and what they ask at once becomes one batch.
   Result<Bytes> Read(const store::ChunkId& id) override;
-  Status ReadInto(const store::ChunkId& id, Bytes* out) override;
+  Status ReadInto(const store::ChunkId& id, ReadBuffer* out) override;
   void ReadAsync(const store::ChunkId& id, store::ReadCallback done) override;
   store::SourceTraits Traits() const override;
 
@@ -63,6 +63,8 @@ class RemoteChunkSource : public store::ChunkSource {
       done_into(r.status());
     }
   };
+  // Read and ReadInto: through the queue into *out.
+  Status ReadIntoBytes(const store::ChunkId& id, Bytes* out);
   void Enqueue(Pending pending);
   void Worker();
   // Fetches `batch`; what is left unanswered stays in it.

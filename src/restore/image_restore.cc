@@ -37,7 +37,7 @@ class ZeroIds {
 
 // Reads the stored bytes of `id`. A chunk the index needs but the store
 // lacks is damage (DataLoss), not a usage error.
-Status ReadStored(store::ChunkSource& source, const crypto::Digest& id, Bytes* out) {
+Status ReadStored(store::ChunkSource& source, const crypto::Digest& id, ReadBuffer* out) {
   Status s = source.ReadInto(id, out);
   if (s.code() == StatusCode::kNotFound) return DataLossError(std::string(s.message()));
   return s;
@@ -45,9 +45,9 @@ Status ReadStored(store::ChunkSource& source, const crypto::Digest& id, Bytes* o
 
 // Fully checks one stored chunk and returns a view of its plaintext (in
 // `stored` or in this thread's decompression buffer).
-Result<ByteSpan> DecodeChecked(const Bytes& stored, const crypto::Digest& id, uint32_t length,
+Result<ByteSpan> DecodeChecked(ByteSpan stored, const crypto::Digest& id, uint32_t length,
                                const crypto::CryptConfig* crypt) {
-  thread_local Bytes scratch;
+  thread_local ReadBuffer scratch;
   auto plain = blob::DecodeChunkView(stored, id, &scratch, crypt);
   if (!plain.ok()) {
     return plain.status().WithContext(fmt::format("chunk {}", crypto::DigestHex(id)));
@@ -115,10 +115,10 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
     pipeline::FetchPipelineStats ps;
     CAIRN_RETURN_IF_ERROR(pipeline::RunFetchPipeline(
         fetch_positions.size(),
-        [&](size_t k, Bytes* out) {
+        [&](size_t k, ReadBuffer* out) {
           return ReadStored(source, idx.digest(fetch_positions[k]), out);
         },
-        [&](size_t k, Bytes& data) -> Status {
+        [&](size_t k, ReadBuffer& data) -> Status {
           size_t pos = fetch_positions[k];
           stored.fetch_add(data.size(), std::memory_order_relaxed);
           CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
@@ -229,16 +229,16 @@ Status ScanTargets(Env& env, std::span<const ImageTarget> targets,
   pipeline::FetchPipelineStats ps;
   Status s = pipeline::RunFetchPipeline(
       work.size(),
-      [&](size_t k, Bytes* out) -> Status {
+      [&](size_t k, ReadBuffer* out) -> Status {
         auto [t, p] = work[k];
         const index::FixedIndex& idx = *targets[t].index;
-        out->resize(idx.ChunkLength(p));
-        CAIRN_ASSIGN_OR_RETURN(size_t n, files[t]->ReadAt(idx.ChunkOffset(p), *out));
-        out->resize(n);  // short: past the end of a smaller target, so it differs
+        out->Resize(idx.ChunkLength(p));
+        CAIRN_ASSIGN_OR_RETURN(size_t n, files[t]->ReadAt(idx.ChunkOffset(p), out->mutable_span()));
+        out->Resize(n);  // short: past the end of a smaller target, so it differs
         scanned[t].fetch_add(n, std::memory_order_relaxed);
         return Status::Ok();
       },
-      [&](size_t k, Bytes& data) -> Status {
+      [&](size_t k, ReadBuffer& data) -> Status {
         auto [t, p] = work[k];
         const index::FixedIndex& idx = *targets[t].index;
         const uint32_t len = idx.ChunkLength(p);
@@ -323,8 +323,8 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
   pipeline::FetchPipelineStats ps;
   Status s = pipeline::RunFetchPipeline(
       plan.items.size(),
-      [&](size_t k, Bytes* out) { return ReadStored(source, plan.items[k].id, out); },
-      [&](size_t k, Bytes& data) -> Status {
+      [&](size_t k, ReadBuffer* out) { return ReadStored(source, plan.items[k].id, out); },
+      [&](size_t k, ReadBuffer& data) -> Status {
         const PlanItem& item = plan.items[k];
         stored[item.uses[0].target].fetch_add(data.size(), std::memory_order_relaxed);
         CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChecked(data, item.id, item.length, options.crypt));

@@ -55,14 +55,14 @@ class ZeroChunks {
 
 }  // namespace
 
-Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, Bytes* out) {
+Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, ReadBuffer* out) {
   Status s = source.ReadInto(id, out);
   if (s.code() == StatusCode::kNotFound) return DataLossError(std::string(s.message()));
   return s;
 }
 
-Result<ByteSpan> DecodeCheckedChunk(const Bytes& stored, const crypto::Digest& id,
-                                    uint32_t length, Bytes* scratch,
+Result<ByteSpan> DecodeCheckedChunk(ByteSpan stored, const crypto::Digest& id,
+                                    uint32_t length, ReadBuffer* scratch,
                                     const crypto::CryptConfig* crypt) {
   auto plain = blob::DecodeChunkView(stored, id, scratch, crypt);
   if (!plain.ok()) {
@@ -113,8 +113,8 @@ struct TreeArchiveReader::Impl {
   ZeroChunks zero;
   std::unique_ptr<tree::TreeDecoder> decoder;
   size_t meta_next = 0;  // next metadata chunk to fetch
-  Bytes stored;          // the current metadata chunk, as stored
-  Bytes scratch;         // ... and decompressed
+  ReadBuffer stored;     // the current metadata chunk, as stored
+  ReadBuffer scratch;    // ... and decompressed
 };
 
 TreeArchiveReader::TreeArchiveReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -191,11 +191,11 @@ Status TreeArchiveReader::ReadPayload(uint64_t offset, uint64_t size,
     pipeline::FetchPipelineStats ps;
     Status s = pipeline::RunFetchPipeline(
         fetch.size(),
-        [&](size_t k, Bytes* stored) {
+        [&](size_t k, ReadBuffer* stored) {
           return ReadStoredChunk(impl_->source, idx.digest(fetch[k]), stored);
         },
-        [&](size_t k, Bytes& stored) -> Status {
-          thread_local Bytes scratch;
+        [&](size_t k, ReadBuffer& stored) -> Status {
+          thread_local ReadBuffer scratch;
           CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
                                  DecodeCheckedChunk(stored, idx.digest(fetch[k]),
                                                     idx.ChunkLength(fetch[k]), &scratch,

@@ -81,13 +81,13 @@ class TreeArchiveReader {
 
 // Reads the stored bytes of `id` from `source`. A chunk an index needs but
 // the source lacks is damage: NotFound becomes DataLoss.
-Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, Bytes* out);
+Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, ReadBuffer* out);
 
 // Fully checks a stored chunk (CRC, decryption with `crypt` when set,
 // decompression, id against `id`, `length`) and returns a view of its
 // plaintext, in `stored` or `scratch`.
-Result<ByteSpan> DecodeCheckedChunk(const Bytes& stored, const crypto::Digest& id,
-                                    uint32_t length, Bytes* scratch,
+Result<ByteSpan> DecodeCheckedChunk(ByteSpan stored, const crypto::Digest& id,
+                                    uint32_t length, ReadBuffer* scratch,
                                     const crypto::CryptConfig* crypt);
 
 }  // namespace cairn::restore

@@ -517,10 +517,10 @@ Status TreeRestorer::RunBatch(const std::vector<Item>& items) {
   pipeline::FetchPipelineStats ps;
   return pipeline::RunFetchPipeline(
       items.size(),
-      [&](size_t k, Bytes* out) { return ReadStoredChunk(source_, items[k].id, out); },
-      [&](size_t k, Bytes& data) -> Status {
+      [&](size_t k, ReadBuffer* out) { return ReadStoredChunk(source_, items[k].id, out); },
+      [&](size_t k, ReadBuffer& data) -> Status {
         const Item& item = items[k];
-        thread_local Bytes scratch;
+        thread_local ReadBuffer scratch;
         auto plain = DecodeCheckedChunk(data, item.id, item.length, &scratch, reader_.crypt());
         if (!plain.ok()) {
           return plain.status().WithContext(

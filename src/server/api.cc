@@ -409,7 +409,7 @@ class Handling {
         std::unique_lock<std::mutex> lock(read->mu);
         read->cv.wait(lock, [&] { return read->done; });
         s = read->status;
-        scratch_.swap(read->data);
+        scratch_.Adopt(std::move(read->data));
       } else {
         s = MayReadChunk(id) ? store_->source().ReadInto(id, &scratch_)
                              : NotFoundError(fmt::format("no chunk {}", crypto::DigestHex(id)));
@@ -418,7 +418,7 @@ class Handling {
       std::string message;
       if (s.ok()) {
         frame[32] = kFrameOk;
-        payload = scratch_;
+        payload = scratch_.span();
       } else {
         frame[32] = s.code() == StatusCode::kNotFound ? kFrameNotFound : kFrameError;
         message = std::string(s.message());
@@ -717,7 +717,7 @@ class Handling {
   Token token_;
   std::string store_name_;
   datastore::Datastore* store_ = nullptr;
-  Bytes scratch_;
+  ReadBuffer scratch_;
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "base/bytes.h"
+#include "base/read_buffer.h"
 #include "base/status.h"
 #include "crypto/sha256.h"
 
@@ -47,8 +48,9 @@ class ChunkSource {
 
   // As Read(), into `out`, reusing its capacity (the pipelines recycle
   // chunk buffers this way). On error `out`'s content is unspecified.
-  virtual Status ReadInto(const ChunkId& id, Bytes* out) {
-    CAIRN_ASSIGN_OR_RETURN(*out, Read(id));
+  virtual Status ReadInto(const ChunkId& id, ReadBuffer* out) {
+    CAIRN_ASSIGN_OR_RETURN(Bytes data, Read(id));
+    out->Adopt(std::move(data));
     return Status::Ok();
   }
 

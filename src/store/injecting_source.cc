@@ -46,12 +46,12 @@ double InjectingSource::Uniform(uint64_t n, uint64_t stream) const {
 }
 
 Result<Bytes> InjectingSource::Read(const ChunkId& id) {
-  Bytes data;
+  ReadBuffer data;
   CAIRN_RETURN_IF_ERROR(ReadInto(id, &data));
-  return data;
+  return data.Release();
 }
 
-Status InjectingSource::ReadInto(const ChunkId& id, Bytes* out) {
+Status InjectingSource::ReadInto(const ChunkId& id, ReadBuffer* out) {
   uint64_t n = reads_.fetch_add(1);
   int64_t delay = options_.latency_us;
   if (options_.jitter_us > 0) {
@@ -64,7 +64,7 @@ Status InjectingSource::ReadInto(const ChunkId& id, Bytes* out) {
   CAIRN_RETURN_IF_ERROR(base_.ReadInto(id, out));
   if (options_.corrupt_rate > 0 && !out->empty() && Uniform(n, 2) < options_.corrupt_rate) {
     size_t pos = static_cast<size_t>(Uniform(n, 3) * static_cast<double>(out->size()));
-    (*out)[std::min(pos, out->size() - 1)] ^= 0x01;
+    out->data()[std::min(pos, out->size() - 1)] ^= 0x01;
   }
   return Status::Ok();
 }

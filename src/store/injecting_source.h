@@ -34,7 +34,7 @@ class InjectingSource final : public ChunkSource {
       : base_(base), options_(options) {}
 
   Result<Bytes> Read(const ChunkId& id) override;
-  Status ReadInto(const ChunkId& id, Bytes* out) override;
+  Status ReadInto(const ChunkId& id, ReadBuffer* out) override;
   SourceTraits Traits() const override;
 
   uint64_t reads() const { return reads_.load(); }

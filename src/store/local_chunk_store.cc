@@ -47,12 +47,12 @@ std::string LocalChunkStore::PrefixDirPath(unsigned prefix) const {
 }
 
 Result<Bytes> LocalChunkStore::Read(const ChunkId& id) {
-  Bytes data;
+  ReadBuffer data;
   CAIRN_RETURN_IF_ERROR(ReadInto(id, &data));
-  return data;
+  return data.Release();
 }
 
-Status LocalChunkStore::ReadInto(const ChunkId& id, Bytes* out) {
+Status LocalChunkStore::ReadInto(const ChunkId& id, ReadBuffer* out) {
   std::string path = ChunkPath(id);
   Status s = ReadWholeFileInto(env_, path, kMaxStoredSize, out);
   if (s.ok()) return s;

@@ -42,7 +42,7 @@ class LocalChunkStore final : public ChunkSource, public ChunkSink {
   static Result<std::unique_ptr<LocalChunkStore>> Open(Env& env, const std::string& dir);
 
   Result<Bytes> Read(const ChunkId& id) override;
-  Status ReadInto(const ChunkId& id, Bytes* out) override;
+  Status ReadInto(const ChunkId& id, ReadBuffer* out) override;
   SourceTraits Traits() const override;
   Result<InsertResult> Insert(const ChunkId& id, ByteSpan stored) override;
   Result<bool> Contains(const ChunkId& id) override;

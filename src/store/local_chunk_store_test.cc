@@ -224,9 +224,12 @@ TEST_F(LocalChunkStoreTest, TraitsDescribeTheStore) {
 TEST_F(LocalChunkStoreTest, ReadIntoReusesTheBuffer) {
   auto [id, stored] = MakeChunk(9, 5000);
   CAIRN_ASSERT_OK(store_->Insert(id, stored));
-  Bytes buffer(100000, 0xEE);
+  ReadBuffer buffer;
+  buffer.Resize(100000);
+  const uint8_t* before = buffer.data();
   CAIRN_ASSERT_OK(store_->ReadInto(id, &buffer));
-  EXPECT_EQ(buffer, stored);
+  EXPECT_EQ(Bytes(buffer.begin(), buffer.end()), stored);
+  EXPECT_EQ(buffer.data(), before);  // read into the same memory
   auto [missing, unused] = MakeChunk(10);
   Status s = store_->ReadInto(missing, &buffer);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);

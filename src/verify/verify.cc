@@ -42,7 +42,7 @@ bool ManifestGone(const datastore::Datastore& store, const datastore::SnapshotRe
 // Checks one stored chunk: CRC, decryption, decompression, id, length.
 // Keyless (an encrypted chunk without its key): the CRC over the stored
 // bytes, that it is encrypted, and the length its header claims.
-Status CheckStored(const Bytes& stored, const ChunkUse& use, const ArchiveCrypt& crypt,
+Status CheckStored(ByteSpan stored, const ChunkUse& use, const ArchiveCrypt& crypt,
                    uint64_t* raw_bytes) {
   if (crypt.keyless) {
     CAIRN_ASSIGN_OR_RETURN(blob::Header header, blob::Check(stored));
@@ -56,7 +56,7 @@ Status CheckStored(const Bytes& stored, const ChunkUse& use, const ArchiveCrypt&
     }
     return Status::Ok();
   }
-  thread_local Bytes scratch;
+  thread_local ReadBuffer scratch;
   CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
                          blob::DecodeChunkView(stored, use.id, &scratch, crypt.key));
   *raw_bytes = plain.size();
@@ -188,7 +188,7 @@ class ChunkChecker {
     std::vector<uint8_t> read_failed(stretch.size(), 0);
     return pipeline::RunFetchPipeline(
         stretch.size(),
-        [&](size_t k, Bytes* data) -> Status {
+        [&](size_t k, ReadBuffer* data) -> Status {
           if (deadline_ns > 0 && !(first && k == 0) && env_.NowMonotonicNanos() >= deadline_ns) {
             return CancelledError("verify slice: time is up");
           }
@@ -202,11 +202,11 @@ class ChunkChecker {
             out_->SetError(stretch[k], read);  // recorded, not fatal: the run goes on
             ledger_.Add(use.id, now_unix_, read);
             checked_.fetch_add(1, std::memory_order_relaxed);
-            data->clear();
+            data->Clear();
           }
           return Status::Ok();
         },
-        [&](size_t k, Bytes& stored) -> Status {
+        [&](size_t k, ReadBuffer& stored) -> Status {
           if (read_failed[k]) return Status::Ok();
           const ChunkUse& use = use_of(k);
           stored_bytes_.fetch_add(stored.size(), std::memory_order_relaxed);
@@ -217,7 +217,7 @@ class ChunkChecker {
               source_.Traits().medium == store::MediumKind::kNetwork) {
             // Bytes can be damaged on the way: a chunk from over a network
             // is judged (and quarantined) only if a second read fails too.
-            Bytes again;
+            ReadBuffer again;
             uint64_t raw_again = 0;
             if (source_.ReadInto(use.id, &again).ok() &&
                 CheckStored(again, use, crypt, &raw_again).ok()) {

@@ -12,6 +12,7 @@ constexpr int kProbeUpEvery = 3;    // windows between upward probes at the best
 constexpr int kProbeDownEvery = 8;  // windows between downward probes
 constexpr double kBindingShare = 0.6;  // limit binds when reads in flight average ≥ 60% of it
 constexpr double kMargin = 1.5;        // headroom kept above reads in flight when not binding
+constexpr double kInstantReads = 1.5;  // fewer in flight on average: reads wait for the CPU
 
 }  // namespace
 
@@ -67,8 +68,15 @@ int ConcurrencyController::Choose(double throughput, double latency, double mean
   if (mean_in_flight < kBindingShare * current) {
     // Not the bottleneck: the measurement says nothing about this limit.
     // Keep a margin above what is used, so growth resumes when it binds.
+    // Reads that are done before the next one starts (the page cache) get
+    // no extra margin: each idle slot only lets another chunk buffer fill,
+    // and on 2 cores a reader running ahead takes CPU from the checks
+    // (verify: --jobs 1 beat 3 reads in flight, docs/BENCHMARKS.md). At
+    // one read the limit binds, and the climb's probes find out whether a
+    // second one pays.
     slow_start_ = false;
-    return std::min(current, static_cast<int>(mean_in_flight * kMargin) + 2);
+    const int used = static_cast<int>(mean_in_flight * kMargin);
+    return std::min(current, mean_in_flight < kInstantReads ? std::max(1, used) : used + 2);
   }
   // Forget what is stale. Values are not decayed: a fresh probe compared
   // with a decayed older reading would always look better, and the limit

@@ -16,8 +16,9 @@
 //   4. Only a binding limit is tuned (as TCP validates its window when the
 //      application is the bottleneck, RFC 7661): when reads in flight stay
 //      well below the limit, because the CPU stage or the memory budget is
-//      the bottleneck, the limit shrinks to what is used plus a margin
-//      instead of growing on noise.
+//      the bottleneck, the limit shrinks to what is used times 1.5, plus
+//      two unless reads are instant (under 1.5 in flight on average: then
+//      down to one), instead of growing on noise.
 //
 // A window closes after ≥ window_ns and at least max(4, limit) completions,
 // so a 20 ms source is measured over enough reads to mean something.

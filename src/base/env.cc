@@ -8,23 +8,32 @@
 
 namespace cairn {
 
-Result<Bytes> ReadWholeFile(Env& env, const std::string& path, uint64_t max_size) {
-  ReadBuffer data;
-  CAIRN_RETURN_IF_ERROR(ReadWholeFileInto(env, path, max_size, &data));
-  return data.Release();
-}
+namespace {
 
-Status ReadWholeFileInto(Env& env, const std::string& path, uint64_t max_size, ReadBuffer* out) {
+template <typename Buffer>
+Status ReadWhole(Env& env, const std::string& path, uint64_t max_size, Buffer* out) {
   CAIRN_ASSIGN_OR_RETURN(auto file, env.OpenReadable(path));
   CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
   if (size > max_size) {
     return InvalidArgumentError(
         fmt::format("{}: {} bytes is larger than the limit of {} bytes", path, size, max_size));
   }
-  out->Resize(size);
-  CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(0, out->mutable_span()));
-  out->Resize(n);
+  ResizeForWrite(out, size);
+  CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(0, std::span<uint8_t>(out->data(), size)));
+  ResizeForWrite(out, n);
   return Status::Ok();
+}
+
+}  // namespace
+
+Result<Bytes> ReadWholeFile(Env& env, const std::string& path, uint64_t max_size) {
+  Bytes data;
+  CAIRN_RETURN_IF_ERROR(ReadWhole(env, path, max_size, &data));
+  return data;
+}
+
+Status ReadWholeFileInto(Env& env, const std::string& path, uint64_t max_size, ReadBuffer* out) {
+  return ReadWhole(env, path, max_size, out);
 }
 
 Status WriteFileReplacing(Env& env, const std::string& path, ByteSpan data) {

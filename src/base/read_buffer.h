@@ -80,4 +80,9 @@ class ReadBuffer {
   Bytes adopted_bytes_;
 };
 
+// Sizes a buffer that a read or a decoder fills next: code that serves
+// both kinds (a Bytes zero-fills what it grows by, a ReadBuffer does not).
+inline void ResizeForWrite(Bytes* b, size_t n) { b->resize(n); }
+inline void ResizeForWrite(ReadBuffer* b, size_t n) { b->Resize(n); }
+
 }  // namespace cairn

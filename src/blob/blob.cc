@@ -73,15 +73,10 @@ ZSTD_DCtx* ThreadStreamDCtx() {
 // each piece goes to zstd while still in cache, instead of decrypting all
 // of it into memory and reading it back (one pass over the data instead of
 // three). Nothing is returned before the tag authenticated the whole.
-// A decode buffer's new size: a Bytes zero-fills what it grows by, a
-// ReadBuffer does not.
-void SetSize(Bytes* b, size_t n) { b->resize(n); }
-void SetSize(ReadBuffer* b, size_t n) { b->Resize(n); }
-
 template <typename Scratch>
 Status DecryptDecompress(const crypto::CryptConfig& crypt, const uint8_t* h, ByteSpan payload,
                          uint32_t raw_size, Scratch* out_buffer) {
-  SetSize(out_buffer, raw_size);
+  ResizeForWrite(out_buffer, raw_size);
   ZSTD_DCtx* d = ThreadStreamDCtx();
   ZSTD_DCtx_reset(d, ZSTD_reset_session_only);
   ZSTD_outBuffer out{out_buffer->data(), out_buffer->size(), 0};
@@ -259,7 +254,7 @@ Result<ByteSpan> DecodeViewInto(ByteSpan stored, Scratch* scratch,
       return ByteSpan(*scratch);
     }
     // Uncompressed: decrypt straight into `scratch`, the result.
-    SetSize(scratch, payload.size());
+    ResizeForWrite(scratch, payload.size());
     auto aad = Aad(h);
     CAIRN_RETURN_IF_ERROR(crypt->Decrypt(
         aad, payload, std::span<const uint8_t, crypto::kGcmNonceSize>(h + kOffNonce, 12),
@@ -267,7 +262,7 @@ Result<ByteSpan> DecodeViewInto(ByteSpan stored, Scratch* scratch,
     return ByteSpan(*scratch);
   }
   if (header.compression == Compression::kNone) return payload;
-  SetSize(scratch, header.raw_size);
+  ResizeForWrite(scratch, header.raw_size);
   size_t n = ZSTD_decompressDCtx(ThreadDCtx(), scratch->data(), scratch->size(), payload.data(),
                                  payload.size());
   if (ZSTD_isError(n)) {

@@ -46,21 +46,33 @@ std::string LocalChunkStore::PrefixDirPath(unsigned prefix) const {
   return fmt::format("{}/{}/{}", dir_, kChunksDir, PrefixName(prefix));
 }
 
+// Read (a Bytes of its own, for ReadAsync and the server) and ReadInto (a
+// recycled ReadBuffer) each read straight into their buffer.
 Result<Bytes> LocalChunkStore::Read(const ChunkId& id) {
-  ReadBuffer data;
-  CAIRN_RETURN_IF_ERROR(ReadInto(id, &data));
-  return data.Release();
+  Bytes data;
+  CAIRN_RETURN_IF_ERROR(ReadChunkFile(id, [&](const std::string& path) -> Status {
+    CAIRN_ASSIGN_OR_RETURN(data, ReadWholeFile(env_, path, kMaxStoredSize));
+    return Status::Ok();
+  }));
+  return data;
 }
 
 Status LocalChunkStore::ReadInto(const ChunkId& id, ReadBuffer* out) {
+  return ReadChunkFile(id, [&](const std::string& path) {
+    return ReadWholeFileInto(env_, path, kMaxStoredSize, out);
+  });
+}
+
+Status LocalChunkStore::ReadChunkFile(
+    const ChunkId& id, const std::function<Status(const std::string& path)>& read) const {
   std::string path = ChunkPath(id);
-  Status s = ReadWholeFileInto(env_, path, kMaxStoredSize, out);
+  Status s = read(path);
   if (s.ok()) return s;
   if (s.code() == StatusCode::kNotFound) {
     // Garbage collection may have set it aside in the instant a backup
     // found and referenced it (docs/ARCHITECTURE.md, "Garbage collection");
     // the next gc puts it back.
-    Status t = ReadWholeFileInto(env_, path + kTrashSuffix, kMaxStoredSize, out);
+    Status t = read(path + kTrashSuffix);
     if (t.ok() || t.code() != StatusCode::kNotFound) s = t;
     if (s.ok()) return s;
   }

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -62,6 +63,10 @@ class LocalChunkStore final : public ChunkSource, public ChunkSink {
 
  private:
   LocalChunkStore(Env& env, std::string dir) : env_(env), dir_(std::move(dir)) {}
+  // Runs `read` on the chunk's file (then on its set-aside name, see
+  // ReadInto) and turns what fails into an error that names the chunk.
+  Status ReadChunkFile(const ChunkId& id,
+                       const std::function<Status(const std::string& path)>& read) const;
 
   Env& env_;
   std::string dir_;

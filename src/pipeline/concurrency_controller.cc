@@ -13,6 +13,7 @@ constexpr int kProbeDownEvery = 8;  // windows between downward probes
 constexpr double kBindingShare = 0.6;  // limit binds when reads in flight average ≥ 60% of it
 constexpr double kMargin = 1.5;        // headroom kept above reads in flight when not binding
 constexpr double kInstantReads = 1.5;  // fewer in flight on average: reads wait for the CPU
+constexpr double kStarved = 0.05;      // consumers waiting this share of their time lack reads
 
 }  // namespace
 
@@ -23,32 +24,55 @@ ConcurrencyController::ConcurrencyController(const Options& options)
   summary_.max_limit = limit_.load();
 }
 
-void ConcurrencyController::OnComplete(uint64_t bytes, int64_t latency_ns, int64_t now_ns,
-                                       int in_flight) {
+void ConcurrencyController::OnComplete(uint64_t bytes, int64_t latency_ns, int64_t now_ns) {
   if (!options_.adaptive) return;
   std::lock_guard lock(mu_);
   if (window_start_ns_ < 0) window_start_ns_ = now_ns - latency_ns;
   window_bytes_ += bytes;
   window_latency_ns_ += latency_ns;
-  window_in_flight_ += in_flight;
   ++window_count_;
   int need = std::max(4, limit_.load(std::memory_order_relaxed));
-  if (now_ns - window_start_ns_ >= options_.window_ns && window_count_ >= need) {
+  // Slow start measures over three mean read latencies (TCP doubles its
+  // window every round trip), at least a quarter window: a doubling that
+  // binds nearly doubles throughput, which noise does not hide.
+  const int64_t elapsed = now_ns - window_start_ns_;
+  const int64_t span =
+      slow_start_ ? std::max(options_.window_ns / 4, 3 * window_latency_ns_ / window_count_)
+                  : options_.window_ns;
+  if (elapsed >= std::min(span, options_.window_ns) && window_count_ >= need) {
     CloseWindow(now_ns);
   }
+}
+
+void ConcurrencyController::SetConsumers(int consumers) {
+  std::lock_guard lock(mu_);
+  consumers_ = consumers;
+}
+
+void ConcurrencyController::OnConsumerWait(int64_t waited_ns) {
+  if (!options_.adaptive) return;
+  std::lock_guard lock(mu_);
+  window_wait_ns_ += waited_ns;
 }
 
 void ConcurrencyController::CloseWindow(int64_t now_ns) {
   double seconds = static_cast<double>(now_ns - window_start_ns_) / 1e9;
   double throughput = seconds > 0 ? static_cast<double>(window_bytes_) / seconds : 0;
   double latency = static_cast<double>(window_latency_ns_) / window_count_;
-  double mean_in_flight = static_cast<double>(window_in_flight_) / window_count_;
+  // Little's law: the reads' summed latency over the window's length is the
+  // time-weighted mean of reads in flight. (A count sampled as each read
+  // completes is biased low when reads finish together: a batch of eight
+  // that completes at once samples 8, 7, ..., 1, a mean of 4.5.)
+  double mean_in_flight =
+      seconds > 0 ? static_cast<double>(window_latency_ns_) / 1e9 / seconds : 0;
   int current = limit_.load(std::memory_order_relaxed);
   limit_time_sum_ += current * seconds;
   time_sum_ += seconds;
   ++windows_;
 
-  int next = Choose(throughput, latency, mean_in_flight);
+  const bool starved = consumers_ > 0 && seconds > 0 &&
+                       static_cast<double>(window_wait_ns_) / 1e9 >= kStarved * seconds * consumers_;
+  int next = Choose(throughput, latency, mean_in_flight, starved);
   next = std::clamp(next, options_.min, options_.max);
   if (next != current) {
     ++summary_.adjustments;
@@ -60,12 +84,13 @@ void ConcurrencyController::CloseWindow(int64_t now_ns) {
   window_bytes_ = 0;
   window_latency_ns_ = 0;
   window_count_ = 0;
-  window_in_flight_ = 0;
+  window_wait_ns_ = 0;
 }
 
-int ConcurrencyController::Choose(double throughput, double latency, double mean_in_flight) {
+int ConcurrencyController::Choose(double throughput, double latency, double mean_in_flight,
+                                  bool starved) {
   int current = limit_.load(std::memory_order_relaxed);
-  if (mean_in_flight < kBindingShare * current) {
+  if (mean_in_flight < kBindingShare * current && !starved) {
     // Not the bottleneck: the measurement says nothing about this limit.
     // Keep a margin above what is used, so growth resumes when it binds.
     // Reads that are done before the next one starts (the page cache) get

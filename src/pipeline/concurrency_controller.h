@@ -14,9 +14,10 @@
 //      change in conditions (a cache that warms up, a link that slows
 //      down) is found again by probing.
 //   4. Only a binding limit is tuned (as TCP validates its window when the
-//      application is the bottleneck, RFC 7661): when reads in flight stay
-//      well below the limit, because the CPU stage or the memory budget is
-//      the bottleneck, the limit shrinks to what is used times 1.5, plus
+//      application is the bottleneck, RFC 7661): when reads in flight (their
+//      time-weighted mean over the window, by Little's law) stay well below
+//      the limit, because the CPU stage or the memory budget is
+//      the bottleneck (and the CPU stage did not wait for reads), the limit shrinks to what is used times 1.5, plus
 //      two unless reads are instant (under 1.5 in flight on average: then
 //      down to one), instead of growing on noise.
 //
@@ -62,9 +63,18 @@ class ConcurrencyController {
   bool adaptive() const { return options_.adaptive; }
 
   // Reports one completed read of `bytes` that took `latency_ns`; `now_ns`
-  // is a monotonic clock reading; `in_flight` counts the reads in flight
-  // when it completed, itself included.
-  void OnComplete(uint64_t bytes, int64_t latency_ns, int64_t now_ns, int in_flight);
+  // is a monotonic clock reading. Reads in flight are derived from the
+  // latencies (Little's law), so no count needs to be passed.
+  void OnComplete(uint64_t bytes, int64_t latency_ns, int64_t now_ns);
+
+  // The consumers of what is read (the CPU stage) report how long each
+  // waited for an item: a window in which they waited ≥ 5% of their time
+  // was short of reads, so its limit counts as binding even when reads in
+  // flight averaged well below it (reads that complete in bursts leave the
+  // CPU stage idle between them). `consumers` is how many threads report;
+  // until it is set (0) waits are not considered.
+  void SetConsumers(int consumers);
+  void OnConsumerWait(int64_t waited_ns);
 
   struct Summary {
     int final_limit = 0;
@@ -82,7 +92,8 @@ class ConcurrencyController {
   };
 
   void CloseWindow(int64_t now_ns);  // REQUIRES: mu_ held
-  int Choose(double throughput, double latency, double mean_in_flight);  // REQUIRES: mu_ held
+  // REQUIRES: mu_ held
+  int Choose(double throughput, double latency, double mean_in_flight, bool starved);
 
   const Options options_;
   std::atomic<int> limit_;
@@ -92,7 +103,8 @@ class ConcurrencyController {
   uint64_t window_bytes_ = 0;       // GUARDED_BY(mu_)
   int64_t window_latency_ns_ = 0;   // GUARDED_BY(mu_)
   int window_count_ = 0;            // GUARDED_BY(mu_)
-  int64_t window_in_flight_ = 0;    // GUARDED_BY(mu_)
+  int64_t window_wait_ns_ = 0;      // GUARDED_BY(mu_)
+  int consumers_ = 0;               // GUARDED_BY(mu_)
   bool slow_start_ = true;          // GUARDED_BY(mu_)
   double slow_start_best_ = 0;      // GUARDED_BY(mu_)
   int windows_ = 0;                 // GUARDED_BY(mu_)

@@ -23,7 +23,7 @@ void Simulate(ConcurrencyController& c, int completions, Throughput throughput, 
     double bps = throughput(in_flight);
     auto dt = static_cast<int64_t>(1e9 * static_cast<double>(kBytes) / bps);
     *now_ns += dt;
-    c.OnComplete(kBytes, dt * in_flight, *now_ns, in_flight);
+    c.OnComplete(kBytes, dt * in_flight, *now_ns);
   }
 }
 
@@ -120,10 +120,50 @@ TEST(ConcurrencyControllerTest, SlowReadsThatDoNotBindKeepAMargin) {
   EXPECT_EQ(c.limit(), 9);
 }
 
+TEST(ConcurrencyControllerTest, ReadsThatCompleteTogetherCountAsInFlight) {
+  // A 20 ms source whose reads start together and complete together, and
+  // whose throughput grows with reads in flight. Sampled as each completes,
+  // a batch of eight looked like 4.5 in flight (8, 7, ..., 1), under 60% of
+  // the limit, and the limit stopped growing; by the time they spent in
+  // flight (Little's law) they are eight.
+  ConcurrencyController c(Adaptive(8));
+  int64_t now = 0;
+  for (int batch = 0; batch < 200; ++batch) {
+    now += 20'000'000;
+    const int n = c.limit();
+    for (int i = 0; i < n; ++i) c.OnComplete(kBytes, 20'000'000, now);
+  }
+  EXPECT_GE(c.limit(), 32);
+}
+
+TEST(ConcurrencyControllerTest, ConsumersWaitingForReadsMakeTheLimitBind) {
+  // Reads average half the limit in flight (they arrive in bursts), and up
+  // to 24 more of them bring more throughput while two consumers wait for
+  // them: the CPU stage is short of reads, so the limit must grow, not
+  // shrink to what is used.
+  auto run = [](bool report_waits) {
+    ConcurrencyController c(Adaptive(8));
+    c.SetConsumers(2);
+    int64_t now = 0;
+    for (int i = 0; i < 20000; ++i) {
+      const int limit = c.limit();
+      const int used = std::max(1, limit / 2);
+      const double busy = std::min(limit, 24) / 24.0;  // consumers' busy share
+      const auto dt = static_cast<int64_t>(1'000'000 / busy);  // 1 MiB per ms at best
+      now += dt;
+      c.OnComplete(kBytes, dt * used, now);
+      if (report_waits) c.OnConsumerWait(static_cast<int64_t>(2 * dt * (1 - busy)));
+    }
+    return c.limit();
+  };
+  EXPECT_GE(run(true), 16);
+  EXPECT_LE(run(false), 10);  // not starved: shrinks to 1.5 x used + 2
+}
+
 TEST(ConcurrencyControllerTest, WindowNeedsEnoughTimeAndReads) {
   ConcurrencyController c(Adaptive(4));
   // Many reads, but all within 1 ms: no window closes, nothing changes.
-  for (int i = 0; i < 1000; ++i) c.OnComplete(kBytes, 1000, 1'000'000 + i, 4);
+  for (int i = 0; i < 1000; ++i) c.OnComplete(kBytes, 1000, 1'000'000 + i);
   EXPECT_EQ(c.limit(), 4);
   EXPECT_EQ(c.summary().adjustments, 0);
 }
@@ -137,7 +177,7 @@ TEST(ConcurrencyControllerTest, ConcurrentReportsAreSafe) {
       threads.emplace_back([&] {
         for (int i = 0; i < 5000; ++i) {
           int64_t now = clock.fetch_add(1'000'000) + 1'000'000;
-          c.OnComplete(kBytes, 1'000'000, now, c.limit());
+          c.OnComplete(kBytes, 1'000'000, now);
           (void)c.summary();
         }
       });

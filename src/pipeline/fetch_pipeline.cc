@@ -61,15 +61,12 @@ class Gate {
     }
   }
 
-  // Returns the reads in flight before this one finished (itself included).
-  int ReadDone() {
-    int before;
+  void ReadDone() {
     {
       std::lock_guard lock(mu_);
-      before = reads_--;
+      --reads_;
     }
     cv_.notify_one();
-    return before;
   }
 
   void Release(uint64_t bytes) {
@@ -175,13 +172,13 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
       int64_t start = NowNanos();
       Status s = fetch(index, &data);
       int64_t end = NowNanos();
-      int in_flight = gate.ReadDone();
+      gate.ReadDone();
       if (!s.ok()) {
         gate.Release(reserved);
         return s;
       }
       const int limit_before = controller.limit();
-      controller.OnComplete(data.size(), end - start, end, in_flight);
+      controller.OnComplete(data.size(), end - start, end);
       const int limit_after = controller.limit();
       if (limit_after > limit_before) gate.LimitRaised();
       if (options.progress != nullptr) {
@@ -193,8 +190,13 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
     return Status::Ok();
   });
 
+  controller.SetConsumers(cpu_workers);
   group.Start(cpu_workers, [&](int) -> Status {
-    while (auto item = queue.Pop()) {
+    for (;;) {
+      const int64_t wait_start = NowNanos();
+      auto item = queue.Pop();
+      if (!item) break;
+      controller.OnConsumerWait(NowNanos() - wait_start);
       Status s = process(item->index, item->data);
       pool.Give(std::move(item->data));
       gate.Release(item->reserved);

@@ -48,6 +48,25 @@ TEST(Crc32cTest, HardwareAndPortableAgreeOnEveryLengthAndAlignment) {
   }
 }
 
+TEST(Crc32cTest, HardwareAndPortableAgreeOnLongInputs) {
+  // Long inputs take the three-stripe path (blocks of 3 x 4096 bytes, then
+  // the rest): lengths around its block boundaries, at every alignment mod 8.
+  Bytes data = test_util::RandomBytes(5 * 12288 + 64, 11);
+  for (size_t align = 0; align < 8; ++align) {
+    for (size_t blocks = 0; blocks <= 4; ++blocks) {
+      for (size_t len : {blocks * 12288 - 1, blocks * 12288, blocks * 12288 + 1,
+                         blocks * 12288 + 4097, blocks * 12288 + 12287}) {
+        if (len > data.size() - align) continue;
+        ByteSpan span(data.data() + align, len);
+        ASSERT_EQ(Crc32cExtend(0x12345678, span), Crc32cExtendPortable(0x12345678, span))
+            << "align " << align << " len " << len;
+      }
+    }
+  }
+  Bytes big = test_util::RandomBytes(4 << 20, 12);
+  EXPECT_EQ(Crc32c(big), Crc32cExtendPortable(0, big));
+}
+
 TEST(Crc32cTest, ExtendComposes) {
   Bytes data = test_util::RandomBytes(1000, 8);
   const uint32_t whole = Crc32c(data);

@@ -61,12 +61,15 @@ class Gate {
     }
   }
 
+  // Wakes nobody: the thread that finished the read comes back to Admit
+  // and takes the slot itself. Handing it to a sleeping thread cost two
+  // context switches per chunk, and when the cores are busy the woken
+  // thread waits for one while the slot stays unused: with reads from the
+  // page cache, --jobs auto (64 threads, one read in flight) ran 10 %
+  // (verify) and 28 % (restore) slower than --jobs 1 (one thread).
   void ReadDone() {
-    {
-      std::lock_guard lock(mu_);
-      --reads_;
-    }
-    cv_.notify_one();
+    std::lock_guard lock(mu_);
+    --reads_;
   }
 
   void Release(uint64_t bytes) {

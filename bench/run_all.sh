@@ -159,7 +159,9 @@ else
   size=2G files=20000 tree_size=1G
   r_default=2 r_limits=3 r_gc=1
   restore_opts=(--only compare,latency,rss --latencies 0,20 --jobs-list 1,4,16 --latency-ops restore)
-  verify_opts=(--only compare,limit,latency,rss --latencies 0,20 --jobs-list 1,4,16 --chunk-counts 10000,100000,1000000)
+  # --cold: issue 4 asks for cold-cache rows in the same run where the page
+  # cache can be dropped (verify_bench.sh leaves them out, and says so, elsewhere).
+  verify_opts=(--only compare,limit,latency,rss --latencies 0,20 --jobs-list 1,4,16 --chunk-counts 10000,100000,1000000 --cold)
   gc_chunks=50000 mark_refs=10000000
   mode=full
 fi

@@ -27,6 +27,7 @@ struct Tables {
 };
 constexpr Tables kTables;
 
+#if defined(__x86_64__)
 // The hardware instruction has a latency of three cycles and a throughput of
 // one, so one dependent chain of CRCs runs at a third of its speed. Long
 // inputs are cut into blocks of three stripes whose CRCs run as three
@@ -70,7 +71,6 @@ uint32_t ShiftOverStripe(const ShiftTable& s, uint32_t c) {
   return s.t[0][c & 0xff] ^ s.t[1][(c >> 8) & 0xff] ^ s.t[2][(c >> 16) & 0xff] ^ s.t[3][c >> 24];
 }
 
-#if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t ExtendHardware(uint32_t crc, const uint8_t* p,
                                                            size_t n) {
   uint64_t c = ~crc;

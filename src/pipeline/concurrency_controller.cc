@@ -35,11 +35,10 @@ void ConcurrencyController::OnComplete(uint64_t bytes, int64_t latency_ns, int64
   // Slow start measures over three mean read latencies (TCP doubles its
   // window every round trip), at least a quarter window: a doubling that
   // binds nearly doubles throughput, which noise does not hide.
-  const int64_t elapsed = now_ns - window_start_ns_;
-  const int64_t span =
-      slow_start_ ? std::max(options_.window_ns / 4, 3 * window_latency_ns_ / window_count_)
-                  : options_.window_ns;
-  if (elapsed >= std::min(span, options_.window_ns) && window_count_ >= need) {
+  const int64_t span = slow_start_ ? std::clamp(3 * window_latency_ns_ / window_count_,
+                                                 options_.window_ns / 4, options_.window_ns)
+                                    : options_.window_ns;
+  if (now_ns - window_start_ns_ >= span && window_count_ >= need) {
     CloseWindow(now_ns);
   }
 }
@@ -50,9 +49,10 @@ void ConcurrencyController::SetConsumers(int consumers) {
 }
 
 void ConcurrencyController::OnConsumerWait(int64_t waited_ns) {
-  if (!options_.adaptive) return;
-  std::lock_guard lock(mu_);
-  window_wait_ns_ += waited_ns;
+  // An atomic, not mu_: the CPU workers report every item and need not
+  // queue behind the I/O threads' reports. A wait that lands in the next
+  // window at a boundary changes nothing that matters.
+  window_wait_ns_.fetch_add(waited_ns, std::memory_order_relaxed);
 }
 
 void ConcurrencyController::CloseWindow(int64_t now_ns) {
@@ -70,8 +70,9 @@ void ConcurrencyController::CloseWindow(int64_t now_ns) {
   time_sum_ += seconds;
   ++windows_;
 
-  const bool starved = consumers_ > 0 && seconds > 0 &&
-                       static_cast<double>(window_wait_ns_) / 1e9 >= kStarved * seconds * consumers_;
+  const auto waited = static_cast<double>(window_wait_ns_.exchange(0, std::memory_order_relaxed));
+  const bool starved =
+      consumers_ > 0 && seconds > 0 && waited / 1e9 >= kStarved * seconds * consumers_;
   int next = Choose(throughput, latency, mean_in_flight, starved);
   next = std::clamp(next, options_.min, options_.max);
   if (next != current) {
@@ -84,7 +85,6 @@ void ConcurrencyController::CloseWindow(int64_t now_ns) {
   window_bytes_ = 0;
   window_latency_ns_ = 0;
   window_count_ = 0;
-  window_wait_ns_ = 0;
 }
 
 int ConcurrencyController::Choose(double throughput, double latency, double mean_in_flight,

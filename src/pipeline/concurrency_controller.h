@@ -16,10 +16,11 @@
 //   4. Only a binding limit is tuned (as TCP validates its window when the
 //      application is the bottleneck, RFC 7661): when reads in flight (their
 //      time-weighted mean over the window, by Little's law) stay well below
-//      the limit, because the CPU stage or the memory budget is
-//      the bottleneck (and the CPU stage did not wait for reads), the limit shrinks to what is used times 1.5, plus
-//      two unless reads are instant (under 1.5 in flight on average: then
-//      down to one), instead of growing on noise.
+//      the limit, because the CPU stage or the memory budget is the
+//      bottleneck, and the CPU stage did not wait for reads, the limit
+//      shrinks to what is used times 1.5, plus two unless reads are instant
+//      (under 1.5 in flight on average: then down to one), instead of
+//      growing on noise.
 //
 // A window closes after ≥ window_ns and at least max(4, limit) completions,
 // so a 20 ms source is measured over enough reads to mean something.
@@ -72,7 +73,8 @@ class ConcurrencyController {
   // was short of reads, so its limit counts as binding even when reads in
   // flight averaged well below it (reads that complete in bursts leave the
   // CPU stage idle between them). `consumers` is how many threads report;
-  // until it is set (0) waits are not considered.
+  // until it is set (0) waits are not considered. Only an adaptive
+  // controller needs the waits (see adaptive()).
   void SetConsumers(int consumers);
   void OnConsumerWait(int64_t waited_ns);
 
@@ -103,7 +105,7 @@ class ConcurrencyController {
   uint64_t window_bytes_ = 0;       // GUARDED_BY(mu_)
   int64_t window_latency_ns_ = 0;   // GUARDED_BY(mu_)
   int window_count_ = 0;            // GUARDED_BY(mu_)
-  int64_t window_wait_ns_ = 0;      // GUARDED_BY(mu_)
+  std::atomic<int64_t> window_wait_ns_{0};  // consumers' waits in the window
   int consumers_ = 0;               // GUARDED_BY(mu_)
   bool slow_start_ = true;          // GUARDED_BY(mu_)
   double slow_start_best_ = 0;      // GUARDED_BY(mu_)

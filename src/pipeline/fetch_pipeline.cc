@@ -194,12 +194,13 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
   });
 
   controller.SetConsumers(cpu_workers);
+  const bool report_waits = controller.adaptive();
   group.Start(cpu_workers, [&](int) -> Status {
     for (;;) {
-      const int64_t wait_start = NowNanos();
+      const int64_t wait_start = report_waits ? NowNanos() : 0;
       auto item = queue.Pop();
       if (!item) break;
-      controller.OnConsumerWait(NowNanos() - wait_start);
+      if (report_waits) controller.OnConsumerWait(NowNanos() - wait_start);
       Status s = process(item->index, item->data);
       pool.Give(std::move(item->data));
       gate.Release(item->reserved);

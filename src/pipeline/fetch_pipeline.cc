@@ -30,16 +30,22 @@ struct Fetched {
 class Gate {
  public:
   Gate(size_t count, uint64_t max_bytes, int slack, ConcurrencyController& controller,
-       const SizeHintFn& size_hint)
+       const SizeHintFn& size_hint, const std::function<bool(size_t)>& stop)
       : count_(count), max_bytes_(max_bytes), slack_(slack), controller_(controller),
-        size_hint_(size_hint) {}
+        size_hint_(size_hint), stop_(stop) {}
 
-  // Blocks until the next item may start; false when there is none left or
-  // the pipeline was cancelled.
+  // Blocks until the next item may start; false when there is none left,
+  // the caller's stop said so, or the pipeline was cancelled.
   bool Admit(size_t* index, uint64_t* reserved) {
     std::unique_lock lock(mu_);
     while (true) {
       if (cancelled_ || next_ >= count_) return false;
+      if (stop_ && stop_(next_)) {
+        stopped_ = true;
+        count_ = next_;    // the end is here: items started still finish
+        cv_.notify_all();  // every waiting thread may leave
+        return false;
+      }
       if (CanAdmitLocked()) {
         *index = next_++;
         *reserved = size_hint_(*index);
@@ -111,14 +117,16 @@ class Gate {
     std::lock_guard lock(mu_);
     stats->peak_reads_in_flight = peak_reads_;
     stats->peak_bytes_in_flight = peak_bytes_;
+    stats->stopped = stopped_;
   }
 
  private:
-  const size_t count_;
+  size_t count_;            // GUARDED_BY(mu_); lowered by a stop
   const uint64_t max_bytes_;
   const int slack_;
   ConcurrencyController& controller_;
   const SizeHintFn& size_hint_;
+  const std::function<bool(size_t)>& stop_;
   std::mutex mu_;
   std::condition_variable cv_;
   size_t next_ = 0;         // GUARDED_BY(mu_)
@@ -128,6 +136,7 @@ class Gate {
   int peak_reads_ = 0;      // GUARDED_BY(mu_)
   uint64_t peak_bytes_ = 0; // GUARDED_BY(mu_)
   bool cancelled_ = false;  // GUARDED_BY(mu_)
+  bool stopped_ = false;    // GUARDED_BY(mu_)
 };
 
 }  // namespace
@@ -147,7 +156,8 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
   const int io_threads = static_cast<int>(
       std::min<size_t>(count, static_cast<size_t>(std::max(1, max_reads))));
 
-  Gate gate(count, options.max_bytes_in_flight, 2 * cpu_workers, controller, size_hint);
+  Gate gate(count, options.max_bytes_in_flight, 2 * cpu_workers, controller, size_hint,
+            options.stop);
   // The byte budget bounds what the queue holds; its capacity only needs to
   // never be the tighter limit.
   BoundedQueue<Fetched> queue(static_cast<size_t>(io_threads) + 1024);

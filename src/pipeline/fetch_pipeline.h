@@ -17,7 +17,10 @@
 // reserves size_hint(i) bytes of the budget, and the reservation is returned
 // when process(i) is done (one item may always proceed, so an item larger
 // than the budget cannot deadlock). The first error from either stage
-// cancels everything and is returned; no new item starts after it.
+// cancels everything and is returned; no new item starts after it, and
+// items fetched but not processed are dropped. A stop (options.stop: a time
+// slice's end, a cancelled task) is gentler: no new item starts, the ones
+// already started are fetched and processed, and the run returns Ok.
 //
 // Thread safety: RunFetchPipeline blocks the caller; fetch, process and
 // size_hint are called concurrently from pipeline threads and must be
@@ -41,6 +44,9 @@ struct FetchPipelineOptions {
   uint64_t max_bytes_in_flight = uint64_t{256} << 20;
   ConcurrencyController* controller = nullptr;  // REQUIRED; outlives the call
   Progress* progress = nullptr;  // optional: gets the current read limit
+  // Optional: asked before item `next` starts; true ends the run there.
+  // Called with the pipeline's admission lock held: keep it cheap.
+  std::function<bool(size_t next)> stop;
 };
 
 struct FetchPipelineStats {
@@ -48,6 +54,7 @@ struct FetchPipelineStats {
   uint64_t fetched_bytes = 0;
   uint64_t peak_bytes_in_flight = 0;
   int peak_reads_in_flight = 0;
+  bool stopped = false;  // options.stop ended the run before its last item
 };
 
 // Fetches item `index` into `out` (a recycled buffer: reuse its capacity).

@@ -208,6 +208,72 @@ TEST(FetchPipelineTest, ProcessErrorCancelsAndIsReturned) {
   EXPECT_LT(fetches.load(), kCount / 2);
 }
 
+TEST(FetchPipelineTest, StopEndsTheRunAndItemsStartedAreStillProcessed) {
+  constexpr size_t kCount = 5000;
+  for (int reads : {1, 4, 16}) {
+    ConcurrencyController c(Fixed(reads));
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::vector<size_t> fetched, processed;
+    auto options = Opts(&c);
+    options.stop = [&](size_t) { return stop.load(); };
+    FetchPipelineStats stats;
+    Status s = RunFetchPipeline(
+        kCount,
+        [&](size_t i, ReadBuffer* out) {
+          if (i == 30) stop = true;  // items up to here, and any already started, finish
+          std::this_thread::sleep_for(i < 30 ? 0us : 300us);
+          {
+            std::lock_guard lock(mu);
+            fetched.push_back(i);
+          }
+          out->Adopt(Payload(i));
+          return Status::Ok();
+        },
+        [&](size_t i, ReadBuffer& data) {
+          EXPECT_EQ(data.span().size(), Payload(i).size());
+          std::lock_guard lock(mu);
+          processed.push_back(i);
+          return Status::Ok();
+        },
+        [](size_t) { return uint64_t{8}; }, options, &stats);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(stats.stopped);
+    std::sort(fetched.begin(), fetched.end());
+    std::sort(processed.begin(), processed.end());
+    EXPECT_EQ(processed, fetched) << "an item started before the stop was dropped";
+    ASSERT_GE(fetched.size(), 31u);
+    for (size_t k = 0; k < fetched.size(); ++k) ASSERT_EQ(fetched[k], k);  // a prefix
+    EXPECT_LE(fetched.size(), 31u + static_cast<size_t>(reads)) << reads;
+  }
+}
+
+TEST(FetchPipelineTest, StopThatNeverFiresChangesNothing) {
+  ConcurrencyController c(Fixed(4));
+  auto options = Opts(&c);
+  std::atomic<size_t> asked{0}, processed{0};
+  options.stop = [&](size_t) {
+    ++asked;
+    return false;
+  };
+  FetchPipelineStats stats;
+  Status s = RunFetchPipeline(
+      100,
+      [](size_t i, ReadBuffer* out) {
+        out->Adopt(Payload(i));
+        return Status::Ok();
+      },
+      [&](size_t, ReadBuffer&) {
+        ++processed;
+        return Status::Ok();
+      },
+      [](size_t) { return uint64_t{8}; }, options, &stats);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(processed.load(), 100u);
+  EXPECT_GE(asked.load(), 100u);
+  EXPECT_FALSE(stats.stopped);
+}
+
 TEST(FetchPipelineTest, ExceptionBecomesInternal) {
   ConcurrencyController c(Fixed(2));
   Status s = RunFetchPipeline(

@@ -175,26 +175,30 @@ class ChunkChecker {
         controller_(copts_) {}
 
   // Reads `stretch` in order. At `deadline_ns` (monotonic; 0: none) no
-  // further chunk starts, except the first one of the run (`first`), and
-  // Cancelled is returned; the chunks not reached stay kNotReached.
+  // further chunk starts, except the first one of the run (`first`), the
+  // ones started are checked, and Cancelled is returned; the chunks not
+  // reached stay kNotReached.
   Status Check(std::span<const uint32_t> stretch, int64_t deadline_ns, bool first) {
     pipeline::FetchPipelineOptions popts;
     popts.controller = &controller_;
     popts.max_io_threads = copts_.max;
     popts.cpu_workers = options_.cpu_workers;
     popts.progress = options_.progress;
+    // Chunks already started when the slice ends (or the task is
+    // cancelled) are still checked and recorded.
+    popts.stop = [&](size_t k) {
+      if (options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed)) {
+        return true;
+      }
+      return deadline_ns > 0 && !(first && k == 0) && env_.NowMonotonicNanos() >= deadline_ns;
+    };
     auto use_of = [&](size_t k) -> const ChunkUse& { return uses_[unique_[stretch[k]]]; };
     // Read errors, found on I/O threads, travel to the CPU stage with the item.
     std::vector<uint8_t> read_failed(stretch.size(), 0);
-    return pipeline::RunFetchPipeline(
+    pipeline::FetchPipelineStats stats;
+    Status s = pipeline::RunFetchPipeline(
         stretch.size(),
         [&](size_t k, ReadBuffer* data) -> Status {
-          if (deadline_ns > 0 && !(first && k == 0) && env_.NowMonotonicNanos() >= deadline_ns) {
-            return CancelledError("verify slice: time is up");
-          }
-          if (options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed)) {
-            return CancelledError("verify cancelled");
-          }
           const ChunkUse& use = use_of(k);
           Status read = source_.ReadInto(use.id, data);
           if (!read.ok()) {
@@ -245,7 +249,9 @@ class ChunkChecker {
           if (options_.progress != nullptr) options_.progress->Add(use.length);
           return Status::Ok();
         },
-        [&](size_t k) { return uint64_t{use_of(k).length} * 2; }, popts, nullptr);
+        [&](size_t k) { return uint64_t{use_of(k).length} * 2; }, popts, &stats);
+    if (s.ok() && stats.stopped) return CancelledError("verify slice: time is up, or cancelled");
+    return s;
   }
 
   // Bytes, chunks checked and reads in flight, into `report`.

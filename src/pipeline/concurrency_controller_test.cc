@@ -160,6 +160,67 @@ TEST(ConcurrencyControllerTest, ConsumersWaitingForReadsMakeTheLimitBind) {
   EXPECT_LE(run(false), 10);  // not starved: shrinks to 1.5 x used + 2
 }
 
+// A 20 ms source feeding a CPU stage that takes 1000 MiB/s: twenty reads
+// in flight keep it busy; fewer leave the two consumers waiting. Every
+// 100 ms the machine's other tenants change how fast everything runs (a
+// factor from 0.6 to 1.4, as on a shared 2-vCPU VM), so the throughput of
+// one window says little. Returns the share of the CPU stage's capacity
+// used over `seconds`, and the limit's time-weighted mean in `*mean`.
+double NoisyStarvedRun(ConcurrencyController& c, bool thrashing, double seconds, double* mean) {
+  c.SetConsumers(2);
+  constexpr double kCpu = 1000.0 * kBytes;  // bytes per second
+  int64_t now = 0;
+  uint64_t lcg = 12345;
+  double noise = 1.0, used = 0, limit_sum = 0;
+  int64_t next_change = 0;
+  const auto end = static_cast<int64_t>(seconds * 1e9);
+  while (now < end) {
+    if (now >= next_change) {
+      lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+      noise = 0.6 + 0.8 * static_cast<double>(lcg >> 11) / static_cast<double>(1ULL << 53);
+      next_change += 100'000'000;
+    }
+    const int n = c.limit();
+    // A disk that thrashes: past two reads each one queues behind the rest.
+    const double latency = thrashing ? 0.020 * std::max(1.0, n / 2.0) : 0.020;
+    const double offered = std::min(n, thrashing ? 2 : n) * kBytes / 0.020;
+    const double rate = std::min(offered, kCpu);  // bytes per second
+    const double wait = 1 - rate / kCpu;          // consumers' idle share
+    const auto dt = static_cast<int64_t>(1e9 * kBytes / (rate * noise));
+    now += dt;
+    used += static_cast<double>(dt) * rate / kCpu;
+    limit_sum += static_cast<double>(dt) * n;
+    c.OnComplete(kBytes, static_cast<int64_t>(latency * 1e9 / noise), now);
+    c.OnConsumerWait(static_cast<int64_t>(2 * static_cast<double>(dt) * wait));
+  }
+  *mean = limit_sum / static_cast<double>(now);
+  return used / static_cast<double>(now);
+}
+
+TEST(ConcurrencyControllerTest, ConsumersShortOfReadsGetThemDespiteNoisyThroughput) {
+  // Throughput that jumps by ±40 % from one window to the next must not
+  // strand the limit below what the CPU stage needs (the climb keeps a
+  // limit only for a 5 % gain, which the noise can hide). Measured: the
+  // stage is 98 % used, the limit 26 on average.
+  ConcurrencyController c(Adaptive(2));
+  double mean = 0;
+  const double used = NoisyStarvedRun(c, false, 30, &mean);
+  EXPECT_GE(used, 0.85) << "mean limit " << mean;
+  EXPECT_GE(mean, 16) << "CPU stage used " << used;
+}
+
+TEST(ConcurrencyControllerTest, WaitsDoNotPushReadsIntoADiskThatQueues) {
+  // The same waits and noise, but reads past two only queue at the source
+  // (latency grows with them, throughput does not): waiting consumers must
+  // not push the limit up. Measured: 6.7 on average. (A Little's-law jump
+  // sized by the waits, tried on 2026-12-02, failed here with 36: the noisy
+  // records let it creep from one "best" limit to the next.)
+  ConcurrencyController c(Adaptive(2));
+  double mean = 0;
+  NoisyStarvedRun(c, true, 30, &mean);
+  EXPECT_LE(mean, 8) << "limit " << c.limit();
+}
+
 TEST(ConcurrencyControllerTest, WindowNeedsEnoughTimeAndReads) {
   ConcurrencyController c(Adaptive(4));
   // Many reads, but all within 1 ms: no window closes, nothing changes.

@@ -439,17 +439,25 @@ TEST_P(ChangingSourceTest, SourceThatChangesSizeDuringBackupFails) {
   ImageWriter(src, size, 43).Random(0, kMiB).Random(size / 2, kMiB);
   const bool grows = GetParam();
   bool changed = false;
+  uint64_t read_at_change = 0;
   RunOptions watch;
   watch.poll = [&](pid_t pid) {
     if (!changed && BytesRead(pid) >= 64 * kMiB) {
+      // Stopped while the file changes, so what it had read by then is known.
+      ::kill(pid, SIGSTOP);
+      read_at_change = BytesRead(pid);
       TruncateFile(src, grows ? size + kMiB : size / 2);
       changed = true;
+      ::kill(pid, SIGCONT);
     }
     return false;
   };
   RunResult r =
       OnStore("backup", {"--id", "vm/100", "--time", SnapTime(1), "disk0.img=" + src}, watch);
   ASSERT_TRUE(changed) << "the backup ended before the source could be changed";
+  // A poll late by most of the run (a loaded machine) changed a file the
+  // backup had nearly finished: too late to tell anything.
+  if (read_at_change > size / 4) GTEST_SKIP() << "changed only after " << read_at_change;
   EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
   EXPECT_TRUE(Contains(r.err, src)) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "while being read")) << r.Describe();

@@ -163,16 +163,21 @@ TEST_F(ServerTest, AServerGoneMidRestoreIsAClearErrorAndLeavesNoTarget) {
   std::string out = Path("cut.img");
   RunOptions options;
   options.env = ClientEnv(reader_);
-  int polls = 0;
+  bool stopped = false;
   // Injected latency makes the restore last a few seconds; the server goes
-  // away early in it.
+  // away as soon as the restore has started writing its target (a count of
+  // polls instead let a slow machine's restore finish first).
   options.poll = [&](pid_t) {
-    if (++polls == 400) server_->Stop();
+    if (!stopped && Exists(out + ".partial")) {
+      server_->Stop();
+      stopped = true;
+    }
     return false;
   };
   RunResult r = RunCairn({"restore", "-r", url_, Snap("vm/100", 1), "disk0.img", out,
                           "--jobs", "1", "--inject-latency", "300"},
                          options);
+  ASSERT_TRUE(stopped) << "the restore never started writing: " << r.Describe();
   EXPECT_NE(r.exit_code, 0) << r.Describe();
   EXPECT_NE(r.exit_code, kExitCorruption) << "a server that went away is not corruption";
   EXPECT_NE(r.err.find("127.0.0.1"), std::string::npos) << r.Describe();

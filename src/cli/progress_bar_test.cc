@@ -37,7 +37,9 @@ TEST(ProgressBarTest, DrawsWhileAliveAndErasesAtTheEnd) {
   ASSERT_NE(out, nullptr);
   {
     ProgressBar bar(progress, out, /*enabled=*/true);
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    // Draws every 250 ms: six chances, so a bar thread woken late on a
+    // loaded machine (TSan, two tests per core) still draws before the end.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   }
   std::fclose(out);
   std::string text(buf, size);

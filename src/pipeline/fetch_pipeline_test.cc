@@ -119,7 +119,13 @@ TEST(FetchPipelineTest, ReadsInFlightFollowTheLimit) {
           int p = peak.load();
           while (n > p && !peak.compare_exchange_weak(p, n)) {
           }
-          std::this_thread::sleep_for(5ms);  // long enough for `limit` reads to overlap
+          // Held until `limit` reads overlap (a fixed sleep could end
+          // before a late-started thread joined on a loaded machine).
+          const auto give_up = std::chrono::steady_clock::now() + 10s;
+          while (peak.load() < limit && std::chrono::steady_clock::now() < give_up) {
+            std::this_thread::sleep_for(1ms);
+          }
+          std::this_thread::sleep_for(1ms);
           --now;
           out->Adopt(Bytes(10, 1));
           return Status::Ok();

@@ -31,7 +31,12 @@ TEST(WorkerGroupTest, FirstErrorWinsAndHookRunsOnce) {
   WorkerGroup group([&] { ++hook_calls; });
   group.Start(4, [&](int i) -> Status {
     if (i == 2) return DataLossError("first");
-    std::this_thread::sleep_for(100ms);  // the others fail later
+    // The others fail once it has (a fixed sleep lost to a late-started
+    // thread on a loaded machine).
+    const auto give_up = std::chrono::steady_clock::now() + 20s;
+    while (!group.failed() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(1ms);
+    }
     return UnavailableError("later " + std::to_string(i));
   });
   Status s = group.Wait();

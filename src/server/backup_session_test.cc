@@ -185,13 +185,15 @@ TEST_F(BackupSessionTest, TheManifestMustDescribeTheUploadedFiles) {
 }
 
 TEST_F(BackupSessionTest, AnIdleSessionIsAbortedAndUnlocksItsGroup) {
-  SessionRegistry r(*logger_, std::chrono::seconds(1));
+  // 3 s: the lock check below must come before the session idles out,
+  // even when this thread is descheduled for a while (TSan, a busy machine).
+  SessionRegistry r(*logger_, std::chrono::seconds(3));
   std::string id = Begin(r, {group_, kT0});
   EXPECT_TRUE(env_->Stat(store_->SnapshotDir({group_, kT0})).ok());
   // The group is locked while the session is open.
   EXPECT_EQ(CodeOf(r.Begin("bk", "main", *store_, {group_, kT0 + 1}, true)),
             StatusCode::kUnavailable);
-  for (int i = 0; i < 100 && r.open_sessions() > 0; ++i) {
+  for (int i = 0; i < 300 && r.open_sessions() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(r.open_sessions(), 0u);

@@ -566,13 +566,22 @@ TEST_F(LedgerTest, CompactWhileAnotherHolderAppendsLosesNothing) {
     for (uint64_t tag = 0; tag < kBatches; ++tag) {
       CAIRN_EXPECT_OK(appender->Append(Batch(tag, 1 + tag % 30, static_cast<int64_t>(tag))));
       if (tag % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (tag == kBatches / 2) {
+        // Halfway, until a compaction has run (a descheduled compactor
+        // could otherwise miss the whole run), so later batches land on a
+        // compacted ledger.
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!env_->Stat(LedgerFile()).ok() && std::chrono::steady_clock::now() < give_up) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      }
     }
     done = true;
   });
-  while (!done) {
+  do {
     CAIRN_ASSERT_OK(compactor->Compact());
     std::this_thread::sleep_for(std::chrono::microseconds(300));  // let appenders in
-  }
+  } while (!done);
   thread.join();
   EXPECT_TRUE(env_->Stat(LedgerFile()).ok()) << "no compaction ran while appending";
 

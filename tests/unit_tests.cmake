@@ -17,6 +17,7 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/index/fixed_index_test.cc
   ${PROJECT_SOURCE_DIR}/src/index/manifest_test.cc
   ${PROJECT_SOURCE_DIR}/src/store/local_chunk_store_test.cc
+  ${PROJECT_SOURCE_DIR}/src/store/injecting_source_test.cc
   ${PROJECT_SOURCE_DIR}/src/datastore/datastore_test.cc
   ${PROJECT_SOURCE_DIR}/src/datastore/snapshot_ref_test.cc
   ${PROJECT_SOURCE_DIR}/src/datastore/snapshot_writer_test.cc

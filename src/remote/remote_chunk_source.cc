@@ -35,7 +35,7 @@ RemoteChunkSource::~RemoteChunkSource() {
 store::SourceTraits RemoteChunkSource::Traits() const {
   store::SourceTraits t;
   t.medium = store::MediumKind::kNetwork;
-  t.initial_reads_in_flight = 16;
+  t.initial_reads_in_flight = store::kNetworkInitialReads;
   t.description = "server " + client_->url().ToString();
   return t;
 }

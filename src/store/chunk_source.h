@@ -24,6 +24,12 @@ using ChunkId = crypto::Digest;
 // What a source is, so the concurrency controller can pick a starting point.
 enum class MediumKind { kUnknown, kRotational, kFlash, kNetwork, kMemory };
 
+// Where reads in flight start for a source across a network (a cairn
+// server; a local store behind --inject-latency, which stands in for one):
+// a round trip of milliseconds needs many reads in flight, and slow start
+// from 2 spends the first few hundred milliseconds finding that out.
+inline constexpr int kNetworkInitialReads = 16;
+
 struct SourceTraits {
   MediumKind medium = MediumKind::kUnknown;
   // A reasonable starting number of reads in flight for this medium.

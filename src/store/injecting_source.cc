@@ -1,5 +1,6 @@
 #include "store/injecting_source.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <thread>
@@ -71,7 +72,11 @@ Status InjectingSource::ReadInto(const ChunkId& id, ReadBuffer* out) {
 
 SourceTraits InjectingSource::Traits() const {
   SourceTraits t = base_.Traits();
-  if (options_.latency_us > 0) t.medium = MediumKind::kNetwork;
+  if (options_.latency_us > 0) {
+    // Latency makes it the network source it stands in for, starting point included.
+    t.medium = MediumKind::kNetwork;
+    t.initial_reads_in_flight = std::max(t.initial_reads_in_flight, kNetworkInitialReads);
+  }
   t.description = fmt::format("{} (+{} us latency, {} us jitter injected)", t.description,
                               options_.latency_us, options_.jitter_us);
   return t;

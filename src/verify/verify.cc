@@ -185,13 +185,16 @@ class ChunkChecker {
     popts.cpu_workers = options_.cpu_workers;
     popts.progress = options_.progress;
     // Chunks already started when the slice ends (or the task is
-    // cancelled) are still checked and recorded.
-    popts.stop = [&](size_t k) {
-      if (options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed)) {
-        return true;
-      }
-      return deadline_ns > 0 && !(first && k == 0) && env_.NowMonotonicNanos() >= deadline_ns;
-    };
+    // cancelled) are still checked and recorded. Without either, nothing
+    // is asked under the pipeline's admission lock.
+    if (deadline_ns > 0 || options_.cancel != nullptr) {
+      popts.stop = [&](size_t k) {
+        if (options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed)) {
+          return true;
+        }
+        return deadline_ns > 0 && !(first && k == 0) && env_.NowMonotonicNanos() >= deadline_ns;
+      };
+    }
     auto use_of = [&](size_t k) -> const ChunkUse& { return uses_[unique_[stretch[k]]]; };
     // Read errors, found on I/O threads, travel to the CPU stage with the item.
     std::vector<uint8_t> read_failed(stretch.size(), 0);

@@ -8,7 +8,7 @@ packages=(
   libssl-dev libboost-dev libargon2-dev libqrencode-dev libzstd-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libcurl4-openssl-dev
   liburing-dev libgtest-dev libgmock-dev libbenchmark-dev
-  python3 zstd
+  python3 zstd ccache
 )
 # Fuzzing and sanitizer runtimes (clang's libFuzzer), only when asked.
 if [[ "${CAIRN_WITH_FUZZ:-0}" == 1 ]]; then

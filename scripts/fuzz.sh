@@ -1,30 +1,42 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (cmake --preset fuzz → build/fuzz) and runs
-# each for SECONDS (default 20) from fresh seed corpora. Exits non-zero when
-# a target crashes, leaks, trips a sanitizer or an invariant; the reproducer
-# is left in build/fuzz/artifacts/<target>/.
+# Builds the libFuzzer targets and runs each for SECONDS (default 20) from
+# fresh seed corpora. They live in the sanitizer tree (cmake --preset
+# asan-ubsan → build/asan-ubsan: clang, ASan + UBSan + libFuzzer's coverage,
+# shared with the sanitizer tests, so CI compiles the sources once for both).
+# Exits non-zero when a target crashes, leaks, trips a sanitizer or an
+# invariant; the reproducer is left in build/asan-ubsan/artifacts/<target>/.
 #
-#   scripts/fuzz.sh [SECONDS]
+#   scripts/fuzz.sh [--no-build] [SECONDS]
+#
+# --no-build: the targets are already built (scripts/test.sh builds the tree).
 #
 # Needs clang and libFuzzer: apt-get install -y clang libclang-rt-14-dev libfuzzer-14-dev
 set -euo pipefail
 
+build_first=1
+if [[ "${1:-}" == "--no-build" ]]; then
+  build_first=0
+  shift
+fi
 seconds="${1:-20}"
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [[ "$seconds" -lt 1 ]]; then
-  echo "usage: $0 [SECONDS]" >&2
+  echo "usage: $0 [--no-build] [SECONDS]" >&2
   exit 2
 fi
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-build="$root/build/fuzz"
+build="$root/build/asan-ubsan"
 jobs="${CAIRN_FUZZ_BUILD_JOBS:-$(nproc)}"
 
-cmake --preset fuzz >/dev/null
-cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_fuzz ledger_fuzz \
-  dynamic_index_fuzz tree_fuzz key_file_fuzz http_request_fuzz chunk_frames_fuzz s3_xml_fuzz fuzz_seeds
+if ((build_first)); then
+  cmake --preset asan-ubsan >/dev/null
+  cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_fuzz ledger_fuzz \
+    dynamic_index_fuzz tree_fuzz key_file_fuzz http_request_fuzz chunk_frames_fuzz s3_xml_fuzz \
+    fuzz_seeds
+fi
 
-# Fresh seeds from the current encoders; the corpora grow in build/fuzz/corpus
+# Fresh seeds from the current encoders; the corpora grow in build/asan-ubsan/corpus
 # across runs (new inputs found are kept there, never in the source tree).
 "$build/fuzz/fuzz_seeds" "$build/corpus"
 

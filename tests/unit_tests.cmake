@@ -25,6 +25,7 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/tree/tree_format_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/bounded_queue_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/buffer_pool_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/fair_queue_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/concurrency_controller_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/fetch_pipeline_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/worker_group_test.cc

@@ -103,7 +103,12 @@ std::string ToHex(const unsigned char* p, size_t n) {
 
 }  // namespace
 
-const char* CairnBinary() { return CAIRN_BINARY; }
+const char* CairnBinary() {
+  // CAIRN_TEST_BINARY runs the tests against another build (to check that a
+  // test fails on a binary without the fix it covers).
+  const char* other = std::getenv("CAIRN_TEST_BINARY");
+  return other != nullptr && *other != '\0' ? other : CAIRN_BINARY;
+}
 
 bool LargeTestsEnabled() {
   const char* v = std::getenv("CAIRN_TEST_LARGE");

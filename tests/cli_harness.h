@@ -42,7 +42,8 @@ inline constexpr uint64_t kGiB = 1024 * kMiB;
 // cairn's image chunk size (docs/FORMAT.md, fixed index).
 inline constexpr uint64_t kChunk = 4 * kMiB;
 
-// Path of the cairn binary under test.
+// Path of the cairn binary under test: $CAIRN_TEST_BINARY, else the one
+// built with the tests.
 const char* CairnBinary();
 
 // True in ASan/TSan builds (GCC and clang both define these): RSS figures mean

@@ -45,6 +45,9 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/server/tasks_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/backup_session_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/tokens_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/read_grants_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/scrub_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/audit_log_test.cc
   ${PROJECT_SOURCE_DIR}/src/remote/chunk_frames_test.cc
   ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_rgw_test.cc

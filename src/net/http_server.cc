@@ -14,6 +14,8 @@ namespace cairn::net {
 namespace {
 
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
+// How long Stop waits for closed connections to finish.
+constexpr auto kMaxDrainTime = std::chrono::milliseconds(2000);
 
 int WorkerCount(const ServerOptions& options) {
   if (options.worker_threads > 0) return options.worker_threads;
@@ -137,7 +139,7 @@ void HttpServer::Impl::SessionGone(uint64_t id, const std::string& address) {
   std::lock_guard lock(mu_);
   sessions_.erase(id);
   unauthenticated_.erase(id);
-  live_connections_--;
+  if (--live_connections_ == 0) idle_cv_.notify_all();
   auto it = per_address_.find(address);
   if (it != per_address_.end() && --it->second <= 0) per_address_.erase(it);
 }
@@ -393,6 +395,12 @@ void HttpServer::Impl::Stop(std::chrono::milliseconds grace) {
     ForEachSession([](Session& s) { s.CloseNow(); });
     jobs_.Close();                  // queued requests still run, against closed connections
     workers_.Wait().IgnoreError();  // workers return OK
+    {
+      // The closed connections finish on the I/O threads and let go of
+      // what their responses held (a stream's producer and its state).
+      std::unique_lock lock(mu_);
+      idle_cv_.wait_for(lock, kMaxDrainTime, [&] { return live_connections_ == 0; });
+    }
     work_.reset();
     ioc_.stop();
     for (auto& t : io_threads_) t.join();

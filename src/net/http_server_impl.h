@@ -138,7 +138,7 @@ class HttpServer::Impl {
   std::atomic<uint64_t> requests_refused_{0};
 
   mutable std::mutex mu_;
-  std::condition_variable idle_cv_;                      // in_flight_ reached 0
+  std::condition_variable idle_cv_;  // in_flight_ or live_connections_ reached 0
   std::condition_variable stopped_cv_;                   // stopped_ set
   int live_connections_ = 0;                             // GUARDED_BY(mu_)
   int in_flight_ = 0;                                    // GUARDED_BY(mu_)

@@ -2,13 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace cairn::server {
 
 void ReadGrants::ExpireLocked(std::chrono::steady_clock::time_point now) {
-  if (now - last_expiry_ < std::chrono::seconds(1)) return;
+  if (now - last_expiry_ < std::min<std::chrono::steady_clock::duration>(std::chrono::seconds(1), idle_)) {
+    return;
+  }
   last_expiry_ = now;
   for (auto it = entries_.begin(); it != entries_.end();) {
-    if (now - it->second.last_used > idle_) {
+    if (now - it->second.last_used >= idle_) {
       it = entries_.erase(it);
     } else {
       ++it;

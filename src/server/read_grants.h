@@ -52,8 +52,8 @@ class ReadGrants {
     std::chrono::steady_clock::time_point last_used;
   };
   using Key = std::pair<std::string, std::string>;  // token, store
-  // REQUIRES: mu_ held. Drops entries idle for longer than idle_ (at most
-  // once a second).
+  // REQUIRES: mu_ held. Drops entries idle for idle_ or longer (looking at
+  // most once a second).
   void ExpireLocked(std::chrono::steady_clock::time_point now);
 
   const size_t max_chunks_;

@@ -20,10 +20,6 @@
 namespace cairn::cli_test {
 namespace {
 
-constexpr int kExitNoRepository = 10;
-constexpr int kExitLocked = 11;
-constexpr int kExitWrongKey = 12;
-
 class EverydayTest : public CliTest {
  protected:
   static constexpr const char* kEnvNames[] = {

@@ -98,7 +98,7 @@ TEST_F(SnapshotWriterTest, UncommittedWriterRemovesItsDirectory) {
   CAIRN_EXPECT_OK(again);
 }
 
-TEST_F(SnapshotWriterTest, SecondWriterOfTheGroupIsUnavailable) {
+TEST_F(SnapshotWriterTest, SecondWriterOfTheGroupIsAborted) {
   auto first = SnapshotWriter::Begin(*store_, snap_);
   CAIRN_ASSERT_OK(first);
   SnapshotRef later{snap_.group, kT0 + 60};

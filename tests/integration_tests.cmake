@@ -14,6 +14,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_malformed_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_verify_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_admin_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_adversarial_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_dedup_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_encryption_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_benchmark_test.cc
@@ -36,7 +37,7 @@ target_compile_definitions(cairn_integration_tests PRIVATE
   CAIRN_BINARY="$<TARGET_FILE:cairn>")
 target_link_libraries(cairn_integration_tests PRIVATE
   GTest::gtest_main nlohmann_json::nlohmann_json OpenSSL::SSL OpenSSL::Crypto Threads::Threads
-  cairn_index cairn_s3)
+  cairn_index cairn_net cairn_s3)
 add_dependencies(cairn_integration_tests cairn)
 if(CAIRN_PCH)
   target_precompile_headers(cairn_integration_tests PRIVATE <gtest/gtest.h> <nlohmann/json.hpp>)

@@ -10,6 +10,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/datastore/datastore_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/bounded_queue_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/buffer_pool_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/fair_queue_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/concurrency_controller_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/fetch_pipeline_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/worker_group_test.cc
@@ -26,6 +27,9 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/server/tasks_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/backup_session_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/tokens_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/read_grants_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/scrub_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/audit_log_test.cc
   ${PROJECT_SOURCE_DIR}/src/remote/chunk_frames_test.cc
   ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_test.cc

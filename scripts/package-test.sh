@@ -2,7 +2,7 @@
 # Installs the Debian package into a fresh Debian 12 chroot (debootstrap,
 # minbase: no compiler, no build tools) and checks it as an administrator
 # would use it: `cairn --version`, `man -w cairn-restore`, completion of
-# `cairn res<TAB>` through bash-completion's loader and compgen, the cairn
+# `cairn res<TAB>` through bash-completion's loader and `complete -p`, the cairn
 # user and /var/lib/cairn, `systemd-analyze verify` on the installed units,
 # a backup/restore round trip with the installed binary (local, and through
 # `cairn serve` running as the cairn user), then `apt-get remove` and
@@ -10,33 +10,45 @@
 #
 # Takes minutes and downloads packages (the first run makes a debootstrap
 # tarball under $CAIRN_PKGTEST_CACHE, default /var/cache/cairn-package-test;
-# later runs unpack it and download only cairn's dependencies). Not part of
-# scripts/test.sh: CI runs the cheap checks of scripts/package-check.sh.
+# later runs unpack it and download only cairn's dependencies). With --base
+# DIR, a copy of DIR (a minbase bookworm chroot made once, never changed by
+# this script) stands in for the debootstrap. Not part of scripts/test.sh:
+# CI runs the cheap checks of scripts/package-check.sh.
 #
-#   bash scripts/package-test.sh [path/to/cairn_VERSION_ARCH.deb]
+#   bash scripts/package-test.sh [--base DIR] [path/to/cairn_VERSION_ARCH.deb]
 #   (without a path: bash scripts/package.sh first)
 # Run as root on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 started=$SECONDS
+base=
+if [[ ${1:-} == --base ]]; then
+  base=$(readlink -f "$2")
+  shift 2
+  [[ -x $base/bin/sh && -f $base/etc/debian_version ]] || {
+    echo "package-test: $base is not a Debian chroot" >&2
+    exit 2
+  }
+fi
 deb=${1:-}
 if [[ -z $deb ]]; then
   bash scripts/package.sh --no-lintian
   deb=$(ls -t build/deb/cairn_*.deb | head -1)
 fi
 deb=$(readlink -f "$deb")
-command -v debootstrap >/dev/null ||
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
-
-cache=${CAIRN_PKGTEST_CACHE:-/var/cache/cairn-package-test}
 mirror=${CAIRN_PKGTEST_MIRROR:-http://deb.debian.org/debian}
-tarball=$cache/bookworm-minbase.tgz
-mkdir -p "$cache"
-if [[ ! -f $tarball ]]; then
-  echo "== debootstrap: making $tarball (once)"
-  debootstrap --variant=minbase --make-tarball="$tarball" bookworm "$cache/work" "$mirror"
-  rm -rf "$cache/work"
+if [[ -z $base ]]; then
+  command -v debootstrap >/dev/null ||
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+  cache=${CAIRN_PKGTEST_CACHE:-/var/cache/cairn-package-test}
+  tarball=$cache/bookworm-minbase.tgz
+  mkdir -p "$cache"
+  if [[ ! -f $tarball ]]; then
+    echo "== debootstrap: making $tarball (once)"
+    debootstrap --variant=minbase --make-tarball="$tarball" bookworm "$cache/work" "$mirror"
+    rm -rf "$cache/work"
+  fi
 fi
 
 root=$(mktemp -d /var/tmp/cairn-chroot.XXXXXX)
@@ -46,8 +58,13 @@ cleanup() {
   rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
-echo "== debootstrap: unpacking a fresh bookworm chroot in $root"
-debootstrap --variant=minbase --unpack-tarball="$tarball" bookworm "$root" "$mirror" >/dev/null
+if [[ -n $base ]]; then
+  echo "== copying the chroot $base to $root"
+  cp -a "$base/." "$root/"
+else
+  echo "== debootstrap: unpacking a fresh bookworm chroot in $root"
+  debootstrap --variant=minbase --unpack-tarball="$tarball" bookworm "$root" "$mirror" >/dev/null
+fi
 mount -t proc proc "$root/proc"
 mount -t sysfs sys "$root/sys"
 mount --bind /dev "$root/dev"
@@ -72,7 +89,11 @@ in_root apt-get update -qq
 in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   man-db systemd bash-completion >/dev/null
 in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-  "/tmp/$(basename "$deb")"
+  "/tmp/$(basename "$deb")" >"$root/tmp/apt-install.log" 2>&1 || {
+  tail -n 40 "$root/tmp/apt-install.log"
+  exit 1
+}
+grep -E "^(Setting up cairn|Creating (user|group))" "$root/tmp/apt-install.log"
 for tool in g++ gcc cc cmake make; do
   if in_root sh -c "command -v $tool" >/dev/null; then
     echo "package-test: $tool is in the chroot; it should have no build tools" >&2
@@ -83,15 +104,18 @@ done
 check "cairn --version" in_root cairn --version
 check "man -w cairn-restore" in_root man -w cairn-restore
 in_root man -w cairn | grep -q '/usr/share/man/man1/cairn.1.gz'
+check "man cairn (the first lines, as the pager would show them)" \
+  in_root sh -c 'MANPAGER=cat MANWIDTH=80 man cairn 2>&1 | head -n 12'
 check "every subcommand has a page" in_root sh -c 'ls /usr/share/man/man1/cairn*.1.gz | wc -l'
-check "completion of 'cairn res<TAB>' (bash-completion's loader, then compgen)" \
+check "completion of 'cairn res<TAB>' (bash-completion's loader, then the function complete -p names)" \
   in_root bash -c '
     . /usr/share/bash-completion/bash_completion
     _completion_loader cairn
-    complete -p cairn
+    spec=$(complete -p cairn) && echo "$spec"
+    fn=$(sed -E "s/.* -F ([^ ]+) .*/\1/" <<<"$spec")
     COMP_LINE="cairn res"; COMP_POINT=${#COMP_LINE}; COMP_WORDS=(cairn res); COMP_CWORD=1
-    _cairn
-    printf "completes to: %s\n" "${COMPREPLY[@]}"
+    "$fn" cairn res cairn
+    printf "cairn res<TAB> completes to: %s\n" "${COMPREPLY[@]}"
     [[ "${COMPREPLY[*]}" == restore ]]'
 check "the cairn user (sysusers.d) and /var/lib/cairn (tmpfiles.d)" \
   in_root sh -c 'id cairn && stat -c "%U %a %n" /var/lib/cairn /etc/cairn/backup.d'
@@ -107,8 +131,17 @@ in_root sh -c '
   cairn restore -r /srv/cairn/main host/chroot/latest etc.tree /tmp/etc.restored
   diff -r --no-dereference /etc /tmp/etc.restored && echo "restored /etc is identical"
   cairn verify -r /srv/cairn/main'
+check "completion of snapshot names: 'cairn restore -r /srv/cairn/main host/ch<TAB>'" \
+  in_root bash -c '
+    . /usr/share/bash-completion/bash_completion
+    _completion_loader cairn
+    COMP_WORDS=(cairn restore -r /srv/cairn/main host/ch); COMP_CWORD=4
+    COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}
+    _cairn cairn host/ch /srv/cairn/main
+    printf "completes to: %s\n" "${COMPREPLY[@]}"
+    [[ "${COMPREPLY[*]}" == *host/chroot/* ]]'
 
-echo "== a backup job as the timer runs it (cairn job run), then through cairn serve as user cairn"
+echo "== a backup job as the timer runs it: the ExecStart of cairn-backup@etc.service"
 in_root sh -c '
   set -e
   cat >/etc/cairn/backup.d/etc.conf <<JOB
@@ -119,23 +152,50 @@ sources = ["etc.tree=/etc"]
 last = 1
 JOB
   chmod 600 /etc/cairn/backup.d/etc.conf
-  cairn job run /etc/cairn/backup.d/etc.conf
-  chown -R cairn:cairn /srv/cairn
-  runuser -u cairn -- cairn serve --listen 127.0.0.1:18007 --store main=/srv/cairn/main \
-    --state-dir /var/lib/cairn >/tmp/serve.out 2>/tmp/serve.err &
-  for i in $(seq 100); do grep -q listening /tmp/serve.out && break; sleep 0.1; done
-  fp=$(sed -nE "s/.*fingerprint ([0-9a-f:]+).*/\1/p" /tmp/serve.out)
-  tok=$(runuser -u cairn -- cairn token create pkgtest --state-dir /var/lib/cairn --store main --role admin)
-  CAIRN_TOKEN=$tok CAIRN_FINGERPRINT=$fp cairn restore -r https://127.0.0.1:18007/main \
-    host/job/latest etc.tree /tmp/etc.remote
-  diff -r --no-dereference /etc /tmp/etc.remote && echo "restored through the server: identical"
-  kill %1; wait || true'
+  cmd=$(sed -n "s/^ExecStart=//p" /lib/systemd/system/cairn-backup@.service | sed "s/%i/etc/g")
+  echo "+ $cmd"
+  $cmd
+  cairn snapshots -r /srv/cairn/main host/job'
 
-count_before=$(in_root sh -c 'find /srv/cairn/main -type f | wc -l')
-check "apt-get remove cairn" in_root env DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq cairn
-check "apt-get purge cairn" in_root env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq cairn
-count_after=$(in_root sh -c 'find /srv/cairn/main -type f | wc -l')
-echo "== after removal: datastore files $count_before before, $count_after after"
-[[ $count_before == "$count_after" ]]
+# The server as cairn.service runs it: its User= and ExecStart= as written
+# in the installed unit, with the shipped /etc/cairn/server.json edited as an
+# administrator would (a loopback port; the store is the shipped
+# /srv/cairn/main). No systemd runs in a chroot, so no sd_notify here:
+# tests/cli_serve_systemd_test.cc checks READY/STOPPING on a socket.
+echo "== cairn serve as cairn.service starts it; a backup and a restore through it"
+in_root sh -c '
+  set -e
+  unit=/lib/systemd/system/cairn.service
+  user=$(sed -n "s/^User=//p" $unit)
+  cmd=$(sed -n "s/^ExecStart=//p" $unit)
+  sed -i "s/0.0.0.0:8007/127.0.0.1:18007/" /etc/cairn/server.json
+  chown -R cairn:cairn /srv/cairn
+  echo "+ runuser -u $user -- $cmd"
+  runuser -u "$user" -- sh -c "echo \$\$ >/tmp/serve.pid; exec $cmd" >/tmp/serve.out 2>/tmp/serve.err &
+  pid=$!
+  for i in $(seq 100); do grep -q listening /tmp/serve.out && break; sleep 0.1; done
+  cat /tmp/serve.out /tmp/serve.err
+  fp=$(runuser -u cairn -- cairn cert show --config /etc/cairn/server.json --json |
+       sed -nE "s/.*\"fingerprint\": *\"([0-9a-f:]+)\".*/\1/p")
+  tok=$(runuser -u cairn -- cairn token create pkgtest --config /etc/cairn/server.json \
+        --store main --role admin)
+  export CAIRN_TOKEN=$tok CAIRN_FINGERPRINT=$fp
+  cairn backup -r https://127.0.0.1:18007/main --id host/remote etc.tree=/etc
+  cairn restore -r https://127.0.0.1:18007/main host/remote/latest etc.tree /tmp/etc.remote
+  diff -r --no-dereference /etc /tmp/etc.remote && echo "restored through the server: identical"
+  kill -TERM "$(cat /tmp/serve.pid)"  # what systemctl stop sends
+  wait $pid && echo "cairn serve stopped on SIGTERM, exit 0"'
+
+store_sum() {  # every file of the datastore and of the state directory, with its digest
+  in_root sh -c 'cd / && find srv/cairn/main var/lib/cairn -type f -exec sha256sum {} + | sort | sha256sum'
+}
+count=$(in_root sh -c 'find /srv/cairn/main -type f | wc -l')
+sum_before=$(store_sum)
+quiet_apt() { in_root env DEBIAN_FRONTEND=noninteractive apt-get -y -qq "$@" 2>&1 | sed 's/^(Reading database.*)$/(Reading database ...)/'; }
+check "apt-get remove cairn" quiet_apt remove cairn
+check "apt-get purge cairn" quiet_apt purge cairn
+sum_after=$(store_sum)
+echo "== after removal: /srv/cairn/main ($count files) and /var/lib/cairn: digest ${sum_before%% *} before, ${sum_after%% *} after"
+[[ $sum_before == "$sum_after" ]]
 in_root sh -c 'test ! -e /usr/bin/cairn && test -d /var/lib/cairn && echo "binary gone; /srv/cairn/main and /var/lib/cairn kept"'
 echo "package-test: all checks passed in $((SECONDS - started)) s"

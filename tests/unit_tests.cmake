@@ -33,6 +33,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/remote/chunk_frames_test.cc
   ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_test.cc
+  ${PROJECT_SOURCE_DIR}/src/base/rate_limiter_test.cc
 )
 # Every other unit test (single-threaded code: formats, codecs, parsers).
 set(CAIRN_OTHER_UNIT_TEST_SOURCES
@@ -40,7 +41,6 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/base/env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/fault_injection_env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/logging_test.cc
-  ${PROJECT_SOURCE_DIR}/src/base/rate_limiter_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/status_test.cc
   ${PROJECT_SOURCE_DIR}/src/format/coding_test.cc
   ${PROJECT_SOURCE_DIR}/src/format/crc32c_test.cc

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
+#include <vector>
 
 namespace cairn {
 namespace {
@@ -39,6 +41,24 @@ TEST(RateLimiterTest, ATransferNeverFinishesBeforeItsBytesAllow) {
   for (int i = 0; i < 32; ++i) limiter.Acquire(32 << 10);  // 1 MiB
   const double elapsed = Secs(Clock::now() - t0);
   EXPECT_GE(elapsed, (1.0 * (1 << 20) - (64 << 10)) / (4 << 20));
+}
+
+TEST(RateLimiterTest, ThreadsSharingALimiterShareItsRate) {
+  // Eight connections of one run charge one bucket: together, not each, they
+  // move at most the rate. 8 x 128 KiB at 4 MiB/s take at least
+  // (1 MiB - burst) / rate; eight buckets would let them through in ~0 s.
+  RateLimiter limiter(4 << 20, 64 << 10);
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&limiter] {
+      for (int i = 0; i < 16; ++i) limiter.Acquire(8 << 10);
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double elapsed = Secs(Clock::now() - t0);
+  EXPECT_GE(elapsed, (1.0 * (1 << 20) - (64 << 10)) / (4 << 20));
+  EXPECT_EQ(limiter.total(), 1u << 20);
 }
 
 TEST(RateLimiterTest, DefaultBurstIsAnEighthOfASecondAtLeast64KiB) {

@@ -69,14 +69,14 @@ done
 # Completion.
 got=$(bash -c '. "$1"; complete -p cairn >/dev/null || exit 1
   COMP_LINE="cairn res"; COMP_POINT=${#COMP_LINE}; _cairn; echo "${COMPREPLY[*]}"' _ \
-  "$root/usr/share/bash-completion/completions/cairn")
+  "$root/usr/share/bash-completion/completions/cairn") || true
 [[ $got == restore ]] || fail "bash: 'cairn res<TAB>' gave '$got', not 'restore'"
 got=$(bash -c '. "$1"; COMP_LINE="cairn key c"; COMP_POINT=${#COMP_LINE}; _cairn; echo "${COMPREPLY[*]}"' _ \
-  "$root/usr/share/bash-completion/completions/cairn")
+  "$root/usr/share/bash-completion/completions/cairn") || true
 [[ $got == "create change-passphrase" || $got == "change-passphrase create" ]] ||
   fail "bash: 'cairn key c<TAB>' gave '$got'"
 got=$(bash -c '. "$1"; COMP_LINE="cairn restore --jo"; COMP_POINT=${#COMP_LINE}; _cairn; echo "${COMPREPLY[*]}"' _ \
-  "$root/usr/share/bash-completion/completions/cairn")
+  "$root/usr/share/bash-completion/completions/cairn") || true
 [[ $got == --jobs ]] || fail "bash: 'cairn restore --jo<TAB>' gave '$got', not '--jobs'"
 if command -v zsh >/dev/null; then
   zsh -n "$root/usr/share/zsh/vendor-completions/_cairn" || fail "zsh cannot parse _cairn"

@@ -191,7 +191,7 @@ store_sum() {  # every file of the datastore and of the state directory, with it
 }
 count=$(in_root sh -c 'find /srv/cairn/main -type f | wc -l')
 sum_before=$(store_sum)
-quiet_apt() { in_root env DEBIAN_FRONTEND=noninteractive apt-get -y -qq "$@" 2>&1 | tr '\r' '\n' | awk '!/^\(Reading database/'; }
+quiet_apt() { in_root env DEBIAN_FRONTEND=noninteractive apt-get -y -qq "$@" 2>&1 | tr '\r' '\n' | awk 'NF && !/^\(Reading database/'; }
 check "apt-get remove cairn" quiet_apt remove cairn
 check "apt-get purge cairn" quiet_apt purge cairn
 sum_after=$(store_sum)

@@ -20,7 +20,8 @@
 #   bash scripts/test.sh --full     everything under every sanitizer (before
 #                                   resolving an issue that touches concurrency):
 #                                   TSan runs every unit test and the integration
-#                                   tests against a TSan cairn, fuzzing 60 s each;
+#                                   tests against a TSan cairn, fuzzing 60 s each,
+#                                   the package installed in a fresh chroot;
 #                                   no budgets
 #
 # Which suites each stage covers, and why: docs/ARCHITECTURE.md, "Testing".
@@ -188,6 +189,15 @@ if ((built == 0)); then
   else
     failed=$((failed + 1))
     failures+=("package: scripts/package-check.sh failed")
+  fi
+  # --full: the package installed in a fresh debootstrap chroot (minutes).
+  if [[ $mode == full ]]; then
+    if bash scripts/package-test.sh "$(ls -t build/deb/cairn_*.deb | head -1)"; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1))
+      failures+=("package: scripts/package-test.sh failed")
+    fi
   fi
 fi
 

@@ -39,6 +39,7 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/base/bytes_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/fault_injection_env_test.cc
+  ${PROJECT_SOURCE_DIR}/src/base/power_loss_env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/logging_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/status_test.cc
   ${PROJECT_SOURCE_DIR}/src/format/coding_test.cc

@@ -488,10 +488,35 @@ Status PowerLossEnv::Wipe(const std::string& dir) {
   return Status::Ok();
 }
 
-Status PowerLossEnv::Rebuild(const std::string& path, uint64_t ino, Metadata metadata,
+namespace {
+
+// The contents a file shows after the cut: its synced contents, or with a
+// torn tail, when it only grew since, those plus a page-aligned part of
+// what was written after them.
+ByteSpan ContentsAfterCut(const Bytes& durable, const Bytes& data, PowerLossEnv::Data mode,
+                          uint64_t seed, uint64_t ino) {
+  constexpr uint64_t kPage = 4096;
+  if (mode != PowerLossEnv::Data::kTornTail || data.size() <= durable.size() ||
+      !std::equal(durable.begin(), durable.end(), data.begin())) {
+    return durable;
+  }
+  uint64_t pages = (data.size() - durable.size() + kPage - 1) / kPage;
+  // One draw per file, from the seed and the inode (splitmix64).
+  uint64_t z = seed + ino * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  uint64_t keep = std::min<uint64_t>(data.size(), durable.size() + (z % (pages + 1)) * kPage);
+  return ByteSpan(data.data(), keep);
+}
+
+}  // namespace
+
+Status PowerLossEnv::Rebuild(const std::string& path, uint64_t ino, const RebuildOptions& options,
                              std::unordered_set<uint64_t>* seen) {
   const Inode& dir = *inodes_.at(ino);
-  const auto& entries = metadata == Metadata::kAllMetadata ? dir.entries : dir.durable_entries;
+  const auto& entries =
+      options.metadata == Metadata::kAllMetadata ? dir.entries : dir.durable_entries;
   for (const auto& [name, child] : entries) {
     const Inode& n = *inodes_.at(child);
     std::string child_path = JoinPath(path, name);
@@ -500,12 +525,13 @@ Status PowerLossEnv::Rebuild(const std::string& path, uint64_t ino, Metadata met
       // show in both; a real file system shows it once.
       if (!seen->insert(child).second) continue;
       CAIRN_RETURN_IF_ERROR(target()->CreateDir(child_path));
-      CAIRN_RETURN_IF_ERROR(Rebuild(child_path, child, metadata, seen));
+      CAIRN_RETURN_IF_ERROR(Rebuild(child_path, child, options, seen));
       continue;
     }
     {
       CAIRN_ASSIGN_OR_RETURN(auto f, target()->OpenWritable(child_path, OpenMode::kCreateNew));
-      if (!n.durable.empty()) CAIRN_RETURN_IF_ERROR(f->WriteAt(0, n.durable));
+      ByteSpan contents = ContentsAfterCut(n.durable, n.data, options.data, options.seed, child);
+      if (!contents.empty()) CAIRN_RETURN_IF_ERROR(f->WriteAt(0, contents));
       CAIRN_RETURN_IF_ERROR(f->Close());
     }
     if (n.durable_atime >= 0) {
@@ -515,11 +541,11 @@ Status PowerLossEnv::Rebuild(const std::string& path, uint64_t ino, Metadata met
   return Status::Ok();
 }
 
-Status PowerLossEnv::Remount(Metadata metadata) {
+Status PowerLossEnv::Remount(Metadata metadata, Data data, uint64_t seed) {
   std::lock_guard lock(mu_);
   CAIRN_RETURN_IF_ERROR(Wipe(root_));
   std::unordered_set<uint64_t> seen{root_ino_};
-  CAIRN_RETURN_IF_ERROR(Rebuild(root_, root_ino_, metadata, &seen));
+  CAIRN_RETURN_IF_ERROR(Rebuild(root_, root_ino_, {metadata, data, seed}, &seen));
   inodes_.clear();
   dirty_.clear();
   root_ino_ = NewInode(/*is_dir=*/true);

@@ -26,10 +26,12 @@
 //                what was fsynced: the "renamed, but zero length" state of a
 //                write-then-rename without fsync.
 //
+// File contents are what was fsynced, or with Data::kTornTail a torn tail:
+// some of the pages written since (see there).
+//
 // Between these two extremes lie partial journal commits; cutting at every
 // operation with kAllMetadata covers each prefix of the namespace changes.
-// Unsynced file contents are always dropped whole (never torn), and atime
-// follows the contents. Paths outside root pass through unrecorded (sources,
+// Access times are durable with the contents. Paths outside root pass through unrecorded (sources,
 // restore targets) but fail after the cut too.
 //
 // Thread safety: safe for concurrent use; one mutex serializes the calls
@@ -53,6 +55,12 @@ namespace cairn {
 class PowerLossEnv final : public EnvWrapper {
  public:
   enum class Metadata { kSyncedOnly, kAllMetadata };
+  // What a file written since its last fsync holds: that fsync's contents
+  // (kSyncedOnly), or, when it only grew since (a new file, an append), the
+  // synced contents plus some of the new pages, as writeback may have
+  // reached them: a prefix of the new contents, cut at a 4 KiB page
+  // boundary chosen by the seed (kTornTail).
+  enum class Data { kSyncedOnly, kTornTail };
 
   // Models the tree under `root` (an existing directory on `target`); what
   // is there now counts as durable. Call Start() before use.
@@ -76,7 +84,7 @@ class PowerLossEnv final : public EnvWrapper {
 
   // Replaces root on the target with what a reboot would show (see above),
   // then models that as the new durable state, counters at zero, not cut.
-  Status Remount(Metadata metadata);
+  Status Remount(Metadata metadata, Data data = Data::kSyncedOnly, uint64_t seed = 0);
 
   Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) override;
   Result<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path,
@@ -117,7 +125,12 @@ class PowerLossEnv final : public EnvWrapper {
   void SyncInode(uint64_t ino);  // REQUIRES mu_
   Status Scan(const std::string& path, uint64_t ino);
   Status Wipe(const std::string& dir);
-  Status Rebuild(const std::string& path, uint64_t ino, Metadata metadata,
+  struct RebuildOptions {
+    Metadata metadata;
+    Data data;
+    uint64_t seed;
+  };
+  Status Rebuild(const std::string& path, uint64_t ino, const RebuildOptions& options,
                  std::unordered_set<uint64_t>* seen);
   Status RenameImpl(const std::string& from, const std::string& to, bool no_replace);
 

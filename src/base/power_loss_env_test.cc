@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "tests/unit_test_util.h"
 
@@ -186,6 +187,30 @@ TEST_F(PowerLossEnvTest, AppendsAreDurableUpToTheLastFsync) {
   EXPECT_EQ(Read(P("log")), "one,two,three,");
   CutAndRemount(Metadata::kSyncedOnly);
   EXPECT_EQ(Read(P("log")), "one,two,");
+}
+
+TEST_F(PowerLossEnvTest, TornTailKeepsAPageAlignedPrefixOfWhatGrew) {
+  const std::string page_data(4096 * 3 + 100, 'p');
+  std::set<size_t> sizes;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    Write(P("grown"), "synced|", /*sync=*/true, OpenMode::kAppend);
+    CAIRN_ASSERT_OK(env_.SyncDir(root_));
+    Write(P("grown"), page_data, /*sync=*/false, OpenMode::kAppend);
+    Write(P("rewritten"), "synced", /*sync=*/true);
+    CAIRN_ASSERT_OK(env_.SyncDir(root_));
+    Write(P("rewritten"), "OTHER!!", /*sync=*/false);  // not a growth: never torn
+    env_.CutNow();
+    CAIRN_ASSERT_OK(env_.Remount(Metadata::kSyncedOnly, PowerLossEnv::Data::kTornTail, seed));
+    std::string got = Read(P("grown"));
+    ASSERT_EQ(got.substr(0, 7), "synced|");
+    ASSERT_EQ(got.substr(7), page_data.substr(0, got.size() - 7));
+    ASSERT_TRUE((got.size() - 7) % 4096 == 0 || got.size() == 7 + page_data.size()) << got.size();
+    sizes.insert(got.size());
+    EXPECT_EQ(Read(P("rewritten")), "synced");
+    CAIRN_ASSERT_OK(env_.RemoveFile(P("grown")));
+    CAIRN_ASSERT_OK(env_.SyncDir(root_));
+  }
+  EXPECT_EQ(sizes.size(), 5u);  // 0, 1, 2 or 3 new pages, or all of it: each seen
 }
 
 TEST_F(PowerLossEnvTest, TruncateIsDurableOnlyWithTheFsync) {

@@ -100,6 +100,10 @@ Result<bool> LocalChunkStore::Contains(const ChunkId& id) {
     return info.status();
   }
   if (info->size == 0) return false;  // an empty file is a torn insert: not present
+  // So is one cut short by a power cut (reusing it would make the new
+  // snapshot reference a damaged chunk): one header read tells.
+  CAIRN_ASSIGN_OR_RETURN(bool whole, IsWhole(path, info->size));
+  if (!whole) return false;
   // The caller is about to reference the chunk: mark it as used now, so
   // garbage collection leaves it alone. The touch is also the final
   // existence check (a chunk gc set aside meanwhile is simply absent).
@@ -139,9 +143,13 @@ Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool 
   }
   Status s = replace ? env_.Rename(tmp, path) : env_.RenameNoReplace(tmp, path);
   if (s.code() == StatusCode::kAlreadyExists) {
-    // An empty file is a torn insert, never a chunk: it gives way.
+    // A torn insert (empty, or cut short by a power cut) is never a chunk:
+    // it gives way.
     auto there = env_.Stat(path);
-    if (there.ok() && there->size == 0) s = env_.Rename(tmp, path);
+    if (there.ok()) {
+      auto whole = IsWhole(path, there->size);
+      if (whole.ok() && !*whole) s = env_.Rename(tmp, path);
+    }
   }
   if (!s.ok()) {
     env_.RemoveFile(tmp).IgnoreError();
@@ -149,6 +157,19 @@ Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool 
     return s.WithContext(fmt::format("insert chunk {}", crypto::DigestHex(id)));
   }
   return Status::Ok();
+}
+
+Result<bool> LocalChunkStore::IsWhole(const std::string& path, uint64_t size) const {
+  if (size < blob::kHeaderSize) return false;
+  auto file = env_.OpenReadable(path);
+  if (!file.ok()) {
+    if (file.status().code() == StatusCode::kNotFound) return false;
+    return file.status();
+  }
+  uint8_t header[blob::kHeaderSize];
+  CAIRN_ASSIGN_OR_RETURN(size_t n, (*file)->ReadAt(0, header));
+  auto declared = blob::DeclaredLength(ByteSpan(header, n));
+  return declared.ok() && *declared == size;
 }
 
 Result<std::string> LocalChunkStore::Quarantine(const ChunkId& id) {

@@ -201,6 +201,29 @@ TEST_F(LocalChunkStoreTest, EmptyChunkFileIsATornInsert) {
   EXPECT_EQ(*read, stored);
 }
 
+TEST_F(LocalChunkStoreTest, ChunkFileCutShortIsATornInsert) {
+  // What a power cut leaves of a chunk renamed into place before its
+  // contents reached the disk: a page-aligned prefix.
+  auto [id, stored] = MakeChunk(8, 20000);
+  ASSERT_GT(stored.size(), 8192u);
+  for (size_t keep : {size_t{4096}, size_t{8192}, size_t{40}}) {
+    SCOPED_TRACE(keep);
+    test_util::WriteFileOrFail(store_->ChunkPath(id), ByteSpan(stored.data(), keep));
+    auto present = store_->Contains(id);
+    CAIRN_ASSERT_OK(present);
+    EXPECT_FALSE(*present);
+    auto ins = store_->Insert(id, stored);
+    CAIRN_ASSERT_OK(ins);
+    EXPECT_TRUE(ins->inserted);
+    auto read = store_->Read(id);
+    CAIRN_ASSERT_OK(read);
+    EXPECT_EQ(*read, stored);
+    auto whole = store_->Contains(id);
+    CAIRN_ASSERT_OK(whole);
+    EXPECT_TRUE(*whole);
+  }
+}
+
 TEST_F(LocalChunkStoreTest, OversizedChunkFileIsDataLoss) {
   auto [id, stored] = MakeChunk(7);
   std::string path = store_->ChunkPath(id);

@@ -64,6 +64,7 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/s3/sigv4_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3store/s3_location_test.cc
   ${PROJECT_SOURCE_DIR}/src/maintenance/power_loss_test.cc
+  ${PROJECT_SOURCE_DIR}/src/maintenance/io_error_test.cc
 )
 if(CAIRN_TESTS STREQUAL "concurrency")
   add_executable(cairn_unit_tests ${CAIRN_CONCURRENCY_TEST_SOURCES})

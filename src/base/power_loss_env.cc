@@ -117,6 +117,11 @@ Status PowerLossEnv::Start() {
   std::lock_guard lock(mu_);
   inodes_.clear();
   dirty_.clear();
+  ops_ = 0;
+  sync_ops_ = 0;
+  cut_before_op_ = 0;
+  cut_before_sync_ = 0;
+  cut_ = false;
   root_ino_ = NewInode(/*is_dir=*/true);
   return Scan(root_, root_ino_);
 }

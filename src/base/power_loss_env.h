@@ -63,7 +63,8 @@ class PowerLossEnv final : public EnvWrapper {
   enum class Data { kSyncedOnly, kTornTail };
 
   // Models the tree under `root` (an existing directory on `target`); what
-  // is there now counts as durable. Call Start() before use.
+  // is there now counts as durable. Call Start() before use; Start() again
+  // forgets the model and starts afresh (counters at zero, no cut armed).
   PowerLossEnv(Env* target, std::string root);
   ~PowerLossEnv() override;
   Status Start();

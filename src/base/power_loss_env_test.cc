@@ -274,6 +274,18 @@ TEST_F(PowerLossEnvTest, CutBeforeOpStopsThatCallAndEveryLaterOne) {
   CAIRN_EXPECT_OK(env_.CreateDir(P("d")));  // alive again, no cut armed
 }
 
+TEST_F(PowerLossEnvTest, StartAgainCountsFromZero) {
+  Write(P("a"), "x", /*sync=*/true);
+  env_.CutBeforeOp(10);
+  CAIRN_ASSERT_OK(env_.Start());
+  EXPECT_EQ(env_.ops(), 0u);
+  EXPECT_EQ(env_.sync_ops(), 0u);
+  env_.CutBeforeSync(2);
+  Write(P("b"), "y", /*sync=*/true);  // sync 1
+  EXPECT_FALSE(env_.is_cut());
+  EXPECT_EQ(CodeOf(env_.SyncDir(root_)), StatusCode::kAborted);  // sync 2
+}
+
 TEST_F(PowerLossEnvTest, CutBeforeSyncCountsOnlySyncs) {
   env_.CutBeforeSync(2);
   Write(P("a"), "x", /*sync=*/true);  // sync 1

@@ -13,6 +13,7 @@
 // failure as "sync|op N, mode" so it can be replayed alone.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -226,9 +227,10 @@ class PowerLossTest : public ::testing::Test {
     } else {
       env_.CutBeforeOp(n);
     }
+    // After the cut every call fails; the run may still end "OK" where it
+    // ignores a failed cleanup, as a process would never get to.
     Status s = Script();
     ASSERT_TRUE(env_.is_cut()) << "the run ended before the cut: " << s.ToString();
-    ASSERT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
     CAIRN_ASSERT_OK(env_.Remount(crash.metadata, crash.data, crash.seed));
     ASSERT_NO_FATAL_FAILURE(Check());
     ++cuts_;
@@ -254,6 +256,18 @@ TEST_F(PowerLossTest, UncutRunPassesTheChecks) {
 }
 
 TEST_F(PowerLossTest, EverySyncPointAndASampleOfOperations) {
+  // CAIRN_POWERLOSS_REPLAY="op|sync N CRASH [SEED]" runs that one cut alone
+  // (CRASH: 0 synced only, 1 all metadata, 2 all metadata with torn tails).
+  if (const char* replay = std::getenv("CAIRN_POWERLOSS_REPLAY"); replay != nullptr) {
+    char kind[8] = {};
+    unsigned long long n = 0, seed = 1;
+    int crash = 0;
+    ASSERT_GE(std::sscanf(replay, "%7s %llu %d %llu", kind, &n, &crash, &seed), 3) << replay;
+    Crash c = kCrashes[crash];
+    c.seed = seed;
+    ASSERT_NO_FATAL_FAILURE(CutAndCheck(std::string_view(kind) == "sync", n, c));
+    return;
+  }
   ASSERT_NO_FATAL_FAILURE(FreshStore());
   CAIRN_ASSERT_OK(Script());
   const uint64_t syncs = env_.sync_ops();

@@ -131,9 +131,27 @@ Result<InsertResult> LocalChunkStore::Replace(const ChunkId& id, ByteSpan stored
 
 Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool replace) {
   std::string path = ChunkPath(id);
-  std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), tmp_counter_.fetch_add(1));
+  // A temporary name left by a crashed writer that had our pid (pids repeat
+  // after a reboot, and a container's server is often pid 1) is skipped,
+  // never taken for "the chunk is already there".
+  std::string tmp;
+  std::unique_ptr<WritableFile> file;
+  for (int attempt = 0;; ++attempt) {
+    tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), tmp_counter_.fetch_add(1));
+    auto opened = env_.OpenWritable(tmp, OpenMode::kCreateNew);
+    if (opened.ok()) {
+      file = std::move(*opened);
+      break;
+    }
+    if (opened.status().code() != StatusCode::kAlreadyExists) {
+      return opened.status().WithContext(fmt::format("insert chunk {}", crypto::DigestHex(id)));
+    }
+    if (attempt >= 100) {
+      return InternalError(fmt::format("insert chunk {}: {}", crypto::DigestHex(id),
+                                       opened.status().message()));
+    }
+  }
   {
-    CAIRN_ASSIGN_OR_RETURN(auto file, env_.OpenWritable(tmp, OpenMode::kCreateNew));
     Status s = file->WriteAt(0, stored);
     if (s.ok()) s = file->Close();
     if (!s.ok()) {

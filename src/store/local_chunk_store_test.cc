@@ -1,10 +1,12 @@
 #include "store/local_chunk_store.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "blob/blob.h"
@@ -222,6 +224,22 @@ TEST_F(LocalChunkStoreTest, ChunkFileCutShortIsATornInsert) {
     CAIRN_ASSERT_OK(whole);
     EXPECT_TRUE(*whole);
   }
+}
+
+TEST_F(LocalChunkStoreTest, StaleTemporaryWithOurPidIsNotTheChunk) {
+  // Left by a writer that crashed with the pid we have now (pids repeat
+  // after a reboot): the insert must still store the chunk.
+  auto [id, stored] = MakeChunk(9);
+  for (int n = 0; n < 3; ++n) {
+    test_util::WriteFileOrFail(fmt::format("{}.tmp-{}-{}", store_->ChunkPath(id), ::getpid(), n),
+                               AsBytes("stale"));
+  }
+  auto ins = store_->Insert(id, stored);
+  CAIRN_ASSERT_OK(ins);
+  EXPECT_TRUE(ins->inserted);
+  auto read = store_->Read(id);
+  CAIRN_ASSERT_OK(read);
+  EXPECT_EQ(*read, stored);
 }
 
 TEST_F(LocalChunkStoreTest, OversizedChunkFileIsDataLoss) {

@@ -20,6 +20,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_benchmark_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_corruption_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_crash_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_full_disk_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_bad_input_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_gc_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_json_test.cc

@@ -40,6 +40,7 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/base/bytes_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/fault_injection_env_test.cc
+  ${PROJECT_SOURCE_DIR}/src/base/power_loss_env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/logging_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/status_test.cc
   ${PROJECT_SOURCE_DIR}/src/format/coding_test.cc
@@ -64,6 +65,8 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/s3/sigv4_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3store/s3_location_test.cc
   ${PROJECT_SOURCE_DIR}/src/cli/client_config_test.cc
+  ${PROJECT_SOURCE_DIR}/src/maintenance/power_loss_test.cc
+  ${PROJECT_SOURCE_DIR}/src/maintenance/io_error_test.cc
 )
 if(CAIRN_TESTS STREQUAL "concurrency")
   add_executable(cairn_unit_tests ${CAIRN_CONCURRENCY_TEST_SOURCES})

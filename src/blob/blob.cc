@@ -171,6 +171,22 @@ Status EncodeInto(ByteSpan plaintext, const EncodeOptions& options, Bytes* out_b
   return Status::Ok();
 }
 
+Result<uint64_t> DeclaredLength(ByteSpan header) {
+  if (header.size() < kHeaderSize) {
+    return DataLossError(fmt::format("blob truncated: {} bytes, shorter than the {}-byte header",
+                                     header.size(), kHeaderSize));
+  }
+  const uint8_t* h = header.data();
+  if (std::memcmp(h, format::kBlobMagic.data(), 8) != 0) {
+    return DataLossError("not a cairn blob (bad magic)");
+  }
+  if (format::GetU16(h + kOffVersion) != format::kBlobVersion) {
+    return DataLossError(
+        fmt::format("unsupported blob version {}", format::GetU16(h + kOffVersion)));
+  }
+  return kHeaderSize + uint64_t{format::GetU32(h + kOffStoredSize)};
+}
+
 Result<Header> Check(ByteSpan stored) {
   if (stored.size() < kHeaderSize) {
     return DataLossError(

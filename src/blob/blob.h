@@ -64,6 +64,11 @@ Status EncodeInto(ByteSpan plaintext, const EncodeOptions& options, Bytes* out);
 // Parses the header and checks the CRC over header and payload, without
 // decompressing. DataLoss names the field that is wrong.
 Result<Header> Check(ByteSpan stored);
+// The length of the whole blob (kHeaderSize + stored size) as its header,
+// the first kHeaderSize bytes of `header`, declares it: a cheap test for a
+// file cut short (a power cut before its contents were written back).
+// DataLoss when `header` is short or has no blob magic and version.
+Result<uint64_t> DeclaredLength(ByteSpan header);
 
 // Check(), decrypt (an encrypted blob needs `crypt`), decompress. DataLoss on
 // any inconsistency or a failed authentication; FailedPrecondition when the

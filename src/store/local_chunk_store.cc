@@ -100,6 +100,10 @@ Result<bool> LocalChunkStore::Contains(const ChunkId& id) {
     return info.status();
   }
   if (info->size == 0) return false;  // an empty file is a torn insert: not present
+  // So is one cut short by a power cut (reusing it would make the new
+  // snapshot reference a damaged chunk): one header read tells.
+  CAIRN_ASSIGN_OR_RETURN(bool whole, IsWhole(path, info->size));
+  if (!whole) return false;
   // The caller is about to reference the chunk: mark it as used now, so
   // garbage collection leaves it alone. The touch is also the final
   // existence check (a chunk gc set aside meanwhile is simply absent).
@@ -127,9 +131,27 @@ Result<InsertResult> LocalChunkStore::Replace(const ChunkId& id, ByteSpan stored
 
 Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool replace) {
   std::string path = ChunkPath(id);
-  std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), tmp_counter_.fetch_add(1));
+  // A temporary name left by a crashed writer that had our pid (pids repeat
+  // after a reboot, and a container's server is often pid 1) is skipped,
+  // never taken for "the chunk is already there".
+  std::string tmp;
+  std::unique_ptr<WritableFile> file;
+  for (int attempt = 0;; ++attempt) {
+    tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), tmp_counter_.fetch_add(1));
+    auto opened = env_.OpenWritable(tmp, OpenMode::kCreateNew);
+    if (opened.ok()) {
+      file = std::move(*opened);
+      break;
+    }
+    if (opened.status().code() != StatusCode::kAlreadyExists) {
+      return opened.status().WithContext(fmt::format("insert chunk {}", crypto::DigestHex(id)));
+    }
+    if (attempt >= 100) {
+      return InternalError(fmt::format("insert chunk {}: {}", crypto::DigestHex(id),
+                                       opened.status().message()));
+    }
+  }
   {
-    CAIRN_ASSIGN_OR_RETURN(auto file, env_.OpenWritable(tmp, OpenMode::kCreateNew));
     Status s = file->WriteAt(0, stored);
     if (s.ok()) s = file->Close();
     if (!s.ok()) {
@@ -139,9 +161,13 @@ Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool 
   }
   Status s = replace ? env_.Rename(tmp, path) : env_.RenameNoReplace(tmp, path);
   if (s.code() == StatusCode::kAlreadyExists) {
-    // An empty file is a torn insert, never a chunk: it gives way.
+    // A torn insert (empty, or cut short by a power cut) is never a chunk:
+    // it gives way.
     auto there = env_.Stat(path);
-    if (there.ok() && there->size == 0) s = env_.Rename(tmp, path);
+    if (there.ok()) {
+      auto whole = IsWhole(path, there->size);
+      if (whole.ok() && !*whole) s = env_.Rename(tmp, path);
+    }
   }
   if (!s.ok()) {
     env_.RemoveFile(tmp).IgnoreError();
@@ -149,6 +175,19 @@ Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool 
     return s.WithContext(fmt::format("insert chunk {}", crypto::DigestHex(id)));
   }
   return Status::Ok();
+}
+
+Result<bool> LocalChunkStore::IsWhole(const std::string& path, uint64_t size) const {
+  if (size < blob::kHeaderSize) return false;
+  auto file = env_.OpenReadable(path);
+  if (!file.ok()) {
+    if (file.status().code() == StatusCode::kNotFound) return false;
+    return file.status();
+  }
+  uint8_t header[blob::kHeaderSize];
+  CAIRN_ASSIGN_OR_RETURN(size_t n, (*file)->ReadAt(0, header));
+  auto declared = blob::DeclaredLength(ByteSpan(header, n));
+  return declared.ok() && *declared == size;
 }
 
 Result<std::string> LocalChunkStore::Quarantine(const ChunkId& id) {

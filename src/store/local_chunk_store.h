@@ -8,7 +8,8 @@
 // temporary file beside its final name, then renamed into place without
 // replacing (RENAME_NOREPLACE): a chunk already present (same id,
 // non-empty), or one another writer put there meanwhile, is never
-// rewritten by Insert. Replace() renames over it (a verified copy). Durability is
+// rewritten by Insert (unless it is torn: empty, or shorter than its header
+// says, as a power cut can leave it). Replace() renames over it (a verified copy). Durability is
 // batched: chunk files are not fsynced one by one; Flush() runs syncfs(2)
 // once on the store's file system before a manifest is written (see the
 // fsync policy in docs/ARCHITECTURE.md). Temporary files left by a killed
@@ -70,6 +71,12 @@ class LocalChunkStore final : public ChunkSource, public ChunkSink {
   // ReadInto) and turns what fails into an error that names the chunk.
   Status ReadChunkFile(const ChunkId& id,
                        const std::function<Status(const std::string& path)>& read) const;
+  // False when the file at `path`, `size` bytes long, is not a whole chunk:
+  // shorter than its header says, or no blob at all. A power cut during a
+  // backup can leave such a file under a chunk's name (renamed into place,
+  // its contents not yet written back); it is not the chunk, and an insert
+  // of the chunk replaces it.
+  Result<bool> IsWhole(const std::string& path, uint64_t size) const;
   // Writes `stored` to a temporary file beside the chunk's path and moves
   // it there (`replace`: over whatever is there; else AlreadyExists when a
   // chunk is there).

@@ -1,10 +1,12 @@
 #include "store/local_chunk_store.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "blob/blob.h"
@@ -193,6 +195,45 @@ TEST_F(LocalChunkStoreTest, EmptyChunkFileIsATornInsert) {
   auto present = store_->Contains(id);
   CAIRN_ASSERT_OK(present);
   EXPECT_FALSE(*present);
+  auto ins = store_->Insert(id, stored);
+  CAIRN_ASSERT_OK(ins);
+  EXPECT_TRUE(ins->inserted);
+  auto read = store_->Read(id);
+  CAIRN_ASSERT_OK(read);
+  EXPECT_EQ(*read, stored);
+}
+
+TEST_F(LocalChunkStoreTest, ChunkFileCutShortIsATornInsert) {
+  // What a power cut leaves of a chunk renamed into place before its
+  // contents reached the disk: a page-aligned prefix.
+  auto [id, stored] = MakeChunk(8, 20000);
+  ASSERT_GT(stored.size(), 8192u);
+  for (size_t keep : {size_t{4096}, size_t{8192}, size_t{40}}) {
+    SCOPED_TRACE(keep);
+    test_util::WriteFileOrFail(store_->ChunkPath(id), ByteSpan(stored.data(), keep));
+    auto present = store_->Contains(id);
+    CAIRN_ASSERT_OK(present);
+    EXPECT_FALSE(*present);
+    auto ins = store_->Insert(id, stored);
+    CAIRN_ASSERT_OK(ins);
+    EXPECT_TRUE(ins->inserted);
+    auto read = store_->Read(id);
+    CAIRN_ASSERT_OK(read);
+    EXPECT_EQ(*read, stored);
+    auto whole = store_->Contains(id);
+    CAIRN_ASSERT_OK(whole);
+    EXPECT_TRUE(*whole);
+  }
+}
+
+TEST_F(LocalChunkStoreTest, StaleTemporaryWithOurPidIsNotTheChunk) {
+  // Left by a writer that crashed with the pid we have now (pids repeat
+  // after a reboot): the insert must still store the chunk.
+  auto [id, stored] = MakeChunk(9);
+  for (int n = 0; n < 3; ++n) {
+    test_util::WriteFileOrFail(fmt::format("{}.tmp-{}-{}", store_->ChunkPath(id), ::getpid(), n),
+                               AsBytes("stale"));
+  }
   auto ins = store_->Insert(id, stored);
   CAIRN_ASSERT_OK(ins);
   EXPECT_TRUE(ins->inserted);

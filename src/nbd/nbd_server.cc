@@ -217,7 +217,14 @@ void NbdServer::Serve(Connection* c) {
   Status s = go.status();
   if (go.ok() && *go) s = Transmission(channel, device_, options_.export_info, options_.session, &stats);
   if (!s.ok() && options_.logger != nullptr) {
-    options_.logger->Warn("NBD connection ended: {}", s.message());
+    // A client that broke the protocol is worth a warning; one that hung
+    // up while answers were on their way (nbdcopy closes its extra
+    // connections so) is not.
+    if (s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound) {
+      options_.logger->Warn("NBD connection ended: {}", s.message());
+    } else {
+      options_.logger->Debug("NBD connection ended: {}", s.message());
+    }
   }
   ::shutdown(c->fd.get(), SHUT_RDWR);
   {

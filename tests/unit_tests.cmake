@@ -35,6 +35,7 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/restore/restore_test.cc
   ${PROJECT_SOURCE_DIR}/src/restore/tree_restore_test.cc
   ${PROJECT_SOURCE_DIR}/src/access/chunk_cache_test.cc
+  ${PROJECT_SOURCE_DIR}/src/access/instant_device_test.cc
   ${PROJECT_SOURCE_DIR}/src/access/overlay_device_test.cc
   ${PROJECT_SOURCE_DIR}/src/access/stream_reader_test.cc
   ${PROJECT_SOURCE_DIR}/src/nbd/nbd_server_test.cc

@@ -281,7 +281,10 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
   const Bytes zeros(options.rehearse ? 0 : chunk_size, 0);
   for (const ZeroRange& z : plan.zero_ranges) {
     if (open[z.target].existing && !options.rehearse) {
-      CAIRN_RETURN_IF_ERROR(open[z.target].out->WriteAt(z.offset, ByteSpan(zeros.data(), z.length)));
+      const ByteSpan data(zeros.data(), z.length);
+      auto write = [&] { return open[z.target].out->WriteAt(z.offset, data); };
+      CAIRN_RETURN_IF_ERROR(options.gate ? options.gate->Write(z.target, z.offset, data, write)
+                                         : write());
     }
     AddProgress(options, z.length);
   }
@@ -315,7 +318,10 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
         CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChecked(data, item.id, item.length, options.crypt));
         for (const Use& use : item.uses) {
           if (!options.rehearse) {
-            CAIRN_RETURN_IF_ERROR(open[use.target].out->WriteAt(use.offset, plain));
+            auto write = [&] { return open[use.target].out->WriteAt(use.offset, plain); };
+            CAIRN_RETURN_IF_ERROR(options.gate
+                                      ? options.gate->Write(use.target, use.offset, plain, write)
+                                      : write());
           }
           AddProgress(options, plain.size());
           if (remaining[use.target].fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -402,6 +408,11 @@ Status RestoreImages(Env& env, std::span<const ImageTarget> targets, store::Chun
   };
   for (size_t t = 0; t < targets.size(); ++t) {
     Status s = Open(env, targets[t], options, &open[t]);
+    if (s.ok() && options.gate != nullptr && open[t].out != nullptr) {
+      const bool fresh = !open[t].partial.empty();
+      s = options.gate->Opened(static_cast<uint32_t>(t), fresh ? open[t].partial : targets[t].path,
+                               fresh);
+    }
     if (!s.ok()) return abandon(s);
   }
 

@@ -28,6 +28,7 @@ struct MountArgs {
   bool allow_other = false;
   bool no_default_permissions = false;
   bool debug_fuse = false;
+  std::string log;  // --log FILE: a daemon's stderr
   AccessOptions access;
   BenchOptions bench;
 };
@@ -64,8 +65,9 @@ class Daemon {
     ::setsid();
     return std::nullopt;
   }
-  // In the child, once mounted: tells the parent, lets go of the terminal.
-  void Ready(const std::string& line) {
+  // In the child, once mounted: tells the parent, lets go of the terminal
+  // (stdin, stdout, and stderr unless it goes to `log`).
+  void Ready(const std::string& line, const std::string& log) {
     if (fd_ < 0) return;
     std::string word = "ok\n" + line;
     if (::write(fd_, word.data(), word.size()) < 0) {
@@ -74,11 +76,15 @@ class Daemon {
     ::close(fd_);
     fd_ = -1;
     int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    int err = log.empty() ? -1 : ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    std::fflush(stderr);
     if (null >= 0) {
       ::dup2(null, STDIN_FILENO);
       ::dup2(null, STDOUT_FILENO);
+      ::dup2(err >= 0 ? err : null, STDERR_FILENO);
       ::close(null);
     }
+    if (err >= 0) ::close(err);
   }
   bool child() const { return fd_ >= 0; }
 
@@ -123,7 +129,7 @@ Status Mount(Context& ctx, const MountArgs& args, Daemon& daemon) {
                          what, args.mountpoint, ready, ::getpid(), args.mountpoint);
     }
     if (daemon.child()) {
-      daemon.Ready(line);
+      daemon.Ready(line, args.log);
     } else {
       std::fputs(line.c_str(), stdout);
       std::fflush(stdout);
@@ -133,11 +139,12 @@ Status Mount(Context& ctx, const MountArgs& args, Daemon& daemon) {
   const access::ChunkCacheStats c = cache.stats();
   const mount::SnapshotFsStats f = fs->stats();
   fmt::print(stderr,
-             "cairn mount: unmounted {} ({}); fetched {} chunks ({}), cache hits {}, peak cache {}, "
-             "tree views loaded {}\n",
+             "cairn mount: unmounted {} ({}); fetched {} chunks ({}), cache hits {}, joined "
+             "fetches in progress {}, peak cache {}, tree views loaded {}\n",
              args.mountpoint,
              result->signal != 0 ? fmt::format("signal {}", result->signal) : "unmounted from outside",
-             c.loads, HumanBytes(c.loaded_bytes), c.hits, HumanBytes(c.peak_bytes), f.trees_loaded);
+             c.loads, HumanBytes(c.loaded_bytes), c.hits, c.joins, HumanBytes(c.peak_bytes),
+             f.trees_loaded);
   return Status::Ok();
 }
 
@@ -155,6 +162,9 @@ void RegisterMount(CLI::App& app, Context& ctx) {
                   "only this group (TYPE/ID) or snapshot (TYPE/ID/TIME, TYPE/ID/latest); "
                   "default: every snapshot");
   cmd->add_flag("--daemon", args->daemon, "go to the background once mounted");
+  cmd->add_option("--log", args->log,
+                  "with --daemon: append its messages (damaged chunks, errors) to FILE "
+                  "(default: dropped)");
   cmd->add_flag("--allow-other", args->allow_other,
                 "let other users in (needs user_allow_other in /etc/fuse.conf unless root)");
   cmd->add_flag("--no-default-permissions", args->no_default_permissions,

@@ -104,10 +104,11 @@ Status Export(Context& ctx, const NbdArgs& args) {
   const access::ChunkCacheStats c = cache.stats();
   fmt::print(stderr,
              "cairn nbd: stopped by signal {}: {} connections, {} requests ({} failed), read {}, "
-             "wrote {}; fetched {} chunks ({}) from {}, cache hits {}, peak cache {}\n",
+             "wrote {}; fetched {} chunks ({}) from {}, cache hits {}, joined fetches in progress "
+             "{}, peak cache {}\n",
              sig, s.connections, s.requests, s.errors, HumanBytes(s.bytes_read),
              HumanBytes(s.bytes_written), c.loads, HumanBytes(c.loaded_bytes),
-             source->Traits().description, c.hits, HumanBytes(c.peak_bytes));
+             source->Traits().description, c.hits, c.joins, HumanBytes(c.peak_bytes));
   if (!closed.ok()) return closed.WithContext("overlay " + args.overlay);
   return Status::Ok();
 }

@@ -4,6 +4,7 @@
 #include <fuse_lowlevel.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include <cerrno>
 #include <cstring>
@@ -254,9 +255,13 @@ fuse_lowlevel_ops Operations() {
 
 Result<FuseMountResult> RunFuseMount(SnapshotFs& fs, const FuseMountOptions& options,
                                      const std::function<void()>& ready) {
+  // A killed FUSE daemon leaves its mount behind, answering ENOTCONN. stat
+  // may still be served from the kernel's attribute cache; statfs never is.
+  struct statfs sfs;
+  const bool stale = ::statfs(options.mountpoint.c_str(), &sfs) != 0 && errno == ENOTCONN;
   struct stat st;
-  if (::stat(options.mountpoint.c_str(), &st) != 0) {
-    if (errno == ENOTCONN) {
+  if (stale || ::stat(options.mountpoint.c_str(), &st) != 0) {
+    if (stale || errno == ENOTCONN) {
       return FailedPreconditionError(fmt::format(
           "{} is a stale mount (a cairn mount that was killed?): clear it with fusermount3 -u {}",
           options.mountpoint, options.mountpoint));

@@ -24,6 +24,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_json_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_key_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_mount_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_nbd_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_prune_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_restore_modes_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_test.cc

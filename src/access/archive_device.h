@@ -16,6 +16,11 @@ class ArchiveDevice final : public nbd::BlockDevice {
   uint64_t size() const override { return reader_.size(); }
   bool writable() const override { return false; }
   Status Read(uint64_t offset, MutableByteSpan out) override { return reader_.Read(offset, out); }
+  // Zero chunks read as zeros without data: nbdcopy and qemu-img skip them.
+  Result<std::vector<nbd::Extent>> Extents(uint64_t offset, uint64_t length) override {
+    const ChunkMap& map = reader_.map();
+    return ChunkExtents(map, offset, length, [&](size_t c) { return map.IsZero(c); });
+  }
 
  private:
   StreamReader& reader_;

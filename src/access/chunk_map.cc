@@ -60,6 +60,26 @@ std::string DescribeChunk(const std::string& description, const ChunkMap& map, s
   return fmt::format("{}, chunk {} (bytes {}-{})", description, i, map.Start(i), map.End(i) - 1);
 }
 
+std::vector<nbd::Extent> ChunkExtents(const ChunkMap& map, uint64_t offset, uint64_t length,
+                                      const std::function<bool(size_t chunk)>& zero) {
+  constexpr size_t kMaxChunks = 1024;
+  std::vector<nbd::Extent> out;
+  const uint64_t end = offset + length;
+  size_t seen = 0;
+  for (size_t c = map.Find(offset); c < map.count() && map.Start(c) < end && seen < kMaxChunks;
+       ++c, ++seen) {
+    const uint64_t from = std::max(offset, map.Start(c));
+    const uint64_t to = std::min(end, map.End(c));
+    const bool z = zero(c);
+    if (!out.empty() && out.back().zero == z) {
+      out.back().length += to - from;
+    } else {
+      out.push_back(nbd::Extent{to - from, z});
+    }
+  }
+  return out;
+}
+
 std::unique_ptr<ChunkMap> MapImage(index::FixedIndex idx, const crypto::CryptConfig* crypt) {
   return std::make_unique<ImageMap>(std::move(idx), crypt);
 }

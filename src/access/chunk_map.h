@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "crypto/crypt_config.h"
 #include "index/dynamic_index.h"
 #include "index/fixed_index.h"
+#include "nbd/block_device.h"
 
 namespace cairn::access {
 
@@ -35,6 +37,12 @@ class ChunkMap {
 // "archive disk0.img of vm/100/…, chunk 5 (bytes 20971520-25165823)": where
 // chunk `i` of a stream described as `description` lies, for messages.
 std::string DescribeChunk(const std::string& description, const ChunkMap& map, size_t i);
+
+// The extents of [offset, offset + length) by chunk: runs of chunks for
+// which `zero` says the same, merged, at most 1024 chunks' worth.
+// REQUIRES: length > 0 and the range within the stream.
+std::vector<nbd::Extent> ChunkExtents(const ChunkMap& map, uint64_t offset, uint64_t length,
+                                      const std::function<bool(size_t chunk)>& zero);
 
 // An image archive's chunks. `crypt`: the snapshot's key (zero ids are keyed).
 std::unique_ptr<ChunkMap> MapImage(index::FixedIndex idx, const crypto::CryptConfig* crypt);

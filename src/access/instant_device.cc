@@ -96,6 +96,12 @@ Status InstantDevice::Write(uint64_t offset, ByteSpan data) {
   return Status::Ok();
 }
 
+Result<std::vector<nbd::Extent>> InstantDevice::Extents(uint64_t offset, uint64_t length) {
+  return ChunkExtents(map_, offset, length, [&](size_t c) {
+    return map_.IsZero(c) && state_[c].load(std::memory_order_acquire) != kClient;
+  });
+}
+
 Status InstantDevice::Flush() {
   {
     std::lock_guard lock(open_mu_);

@@ -49,6 +49,8 @@ class InstantDevice final : public nbd::BlockDevice {
   Status Read(uint64_t offset, MutableByteSpan out) override;
   Status Write(uint64_t offset, ByteSpan data) override;
   Status Flush() override;
+  // Zero chunks nobody has written to read as zeros.
+  Result<std::vector<nbd::Extent>> Extents(uint64_t offset, uint64_t length) override;
   // Flushes and closes the target.
   Status Close();
 

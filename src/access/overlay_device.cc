@@ -251,6 +251,19 @@ Status OverlayDevice::Write(uint64_t offset, ByteSpan data) {
   return Status::Ok();
 }
 
+Result<std::vector<nbd::Extent>> OverlayDevice::Extents(uint64_t offset, uint64_t length) {
+  const ChunkMap& map = base_.map();
+  return ChunkExtents(map, offset, length, [&](size_t c) {
+    if (!map.IsZero(c)) return false;
+    const uint64_t first = map.Start(c) / kOverlayBlockSize;
+    const uint64_t last = (map.End(c) - 1) / kOverlayBlockSize;
+    for (uint64_t b = first; b <= last; ++b) {
+      if (Has(b)) return false;
+    }
+    return true;
+  });
+}
+
 Status OverlayDevice::Flush() {
   std::lock_guard flush(flush_mu_);
   if (closed_) return Status::Ok();

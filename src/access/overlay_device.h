@@ -69,6 +69,8 @@ class OverlayDevice final : public nbd::BlockDevice {
   Status Read(uint64_t offset, MutableByteSpan out) override;
   Status Write(uint64_t offset, ByteSpan data) override;
   Status Flush() override;
+  // Zero chunks of the archive with no block written over them.
+  Result<std::vector<nbd::Extent>> Extents(uint64_t offset, uint64_t length) override;
   // Flushes and closes the file.
   Status Close();
 

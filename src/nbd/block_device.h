@@ -8,11 +8,19 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/bytes.h"
 #include "base/status.h"
 
 namespace cairn::nbd {
+
+// A run of bytes and whether it reads as zeros without holding data (an
+// all-zero chunk): NBD_CMD_BLOCK_STATUS's base:allocation.
+struct Extent {
+  uint64_t length = 0;
+  bool zero = false;
+};
 
 class BlockDevice {
  public:
@@ -35,6 +43,12 @@ class BlockDevice {
   virtual Status WriteZeroes(uint64_t offset, uint64_t length);
   // Makes every completed write durable.
   virtual Status Flush() { return Status::Ok(); }
+  // Extents from `offset`, covering at least one byte and at most `length`
+  // (the server checks the range). The default: all data.
+  virtual Result<std::vector<Extent>> Extents(uint64_t offset, uint64_t length) {
+    (void)offset;
+    return std::vector<Extent>{{length, false}};
+  }
 };
 
 }  // namespace cairn::nbd

@@ -1,7 +1,9 @@
 // The Network Block Device protocol, as far as cairn serves it: the fixed
-// newstyle handshake (NBD_OPT_EXPORT_NAME, LIST, INFO, GO, ABORT; anything
-// else is refused with NBD_REP_ERR_UNSUP) and simple replies in the
-// transmission phase (READ, WRITE, FLUSH, TRIM, WRITE_ZEROES, CACHE, DISC).
+// newstyle handshake (NBD_OPT_EXPORT_NAME, LIST, INFO, GO, ABORT,
+// STRUCTURED_REPLY, LIST_META_CONTEXT and SET_META_CONTEXT for
+// "base:allocation"; anything else is refused with NBD_REP_ERR_UNSUP) and
+// simple or structured replies in the transmission phase (READ, WRITE,
+// FLUSH, TRIM, WRITE_ZEROES, CACHE, BLOCK_STATUS, DISC).
 // Numbers and layouts follow the protocol document,
 // https://github.com/NetworkBlockDevice/nbd/blob/master/doc/proto.md ;
 // every integer on the wire is big-endian. docs/FORMAT.md, "NBD", lists
@@ -39,11 +41,15 @@ inline constexpr uint32_t kOptList = 3;
 inline constexpr uint32_t kOptStartTls = 5;
 inline constexpr uint32_t kOptInfo = 6;
 inline constexpr uint32_t kOptGo = 7;
+inline constexpr uint32_t kOptStructuredReply = 8;
+inline constexpr uint32_t kOptListMetaContext = 9;
+inline constexpr uint32_t kOptSetMetaContext = 10;
 
 // Option reply types.
 inline constexpr uint32_t kRepAck = 1;
 inline constexpr uint32_t kRepServer = 2;
 inline constexpr uint32_t kRepInfo = 3;
+inline constexpr uint32_t kRepMetaContext = 4;
 inline constexpr uint32_t kRepErrUnsup = 0x80000001;
 inline constexpr uint32_t kRepErrPolicy = 0x80000002;
 inline constexpr uint32_t kRepErrInvalid = 0x80000003;
@@ -74,8 +80,25 @@ inline constexpr uint16_t kCmdFlush = 3;
 inline constexpr uint16_t kCmdTrim = 4;
 inline constexpr uint16_t kCmdCache = 5;
 inline constexpr uint16_t kCmdWriteZeroes = 6;
+inline constexpr uint16_t kCmdBlockStatus = 7;
 inline constexpr uint16_t kCmdFlagFua = 1 << 0;
 inline constexpr uint16_t kCmdFlagNoHole = 1 << 1;
+inline constexpr uint16_t kCmdFlagReqOne = 1 << 3;
+
+// Structured replies.
+inline constexpr uint32_t kStructuredReplyMagic = 0x668e33ef;
+inline constexpr uint16_t kReplyFlagDone = 1 << 0;
+inline constexpr uint16_t kReplyTypeNone = 0;
+inline constexpr uint16_t kReplyTypeOffsetData = 1;
+inline constexpr uint16_t kReplyTypeBlockStatus = 5;
+inline constexpr uint16_t kReplyTypeError = (1 << 15) | 1;
+inline constexpr size_t kStructuredHeaderSize = 20;
+
+// The one metadata context: base:allocation, whose states are these bits.
+inline constexpr char kBaseAllocation[] = "base:allocation";
+inline constexpr uint32_t kBaseAllocationId = 1;
+inline constexpr uint32_t kStateHole = 1 << 0;
+inline constexpr uint32_t kStateZero = 1 << 1;
 
 // Errors in replies (the protocol's errno values).
 inline constexpr uint32_t kEperm = 1;
@@ -123,6 +146,15 @@ struct InfoRequest {
 };
 Result<InfoRequest> ParseInfoRequest(ByteSpan data);
 
+// The data of NBD_OPT_LIST_META_CONTEXT and NBD_OPT_SET_META_CONTEXT: the
+// export name and the context queries. InvalidArgument when the lengths
+// inside do not add up.
+struct MetaContextRequest {
+  std::string name;
+  std::vector<std::string> queries;
+};
+Result<MetaContextRequest> ParseMetaContextRequest(ByteSpan data);
+
 // A transmission request header (kRequestHeaderSize bytes). InvalidArgument
 // on a wrong magic.
 struct Request {
@@ -138,5 +170,8 @@ Result<Request> ParseRequest(const uint8_t* header);
 Bytes OptionReply(uint32_t option, uint32_t type, ByteSpan data = {});
 // A simple reply header (16 bytes).
 void PutSimpleReply(uint8_t* out, uint32_t error, uint64_t handle);
+// A structured reply chunk header (20 bytes); `length` bytes follow.
+void PutStructuredReply(uint8_t* out, uint16_t flags, uint16_t type, uint64_t handle,
+                        uint32_t length);
 
 }  // namespace cairn::nbd

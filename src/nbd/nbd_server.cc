@@ -213,9 +213,12 @@ void NbdServer::ReapLocked() {
 void NbdServer::Serve(Connection* c) {
   FdChannel channel(c->fd.get());
   SessionStats stats;
-  auto go = Handshake(channel, device_, options_.export_info);
+  Negotiated negotiated;
+  auto go = Handshake(channel, device_, options_.export_info, &negotiated);
   Status s = go.status();
-  if (go.ok() && *go) s = Transmission(channel, device_, options_.export_info, options_.session, &stats);
+  if (go.ok() && *go) {
+    s = Transmission(channel, device_, options_.export_info, negotiated, options_.session, &stats);
+  }
   if (!s.ok() && options_.logger != nullptr) {
     // A client that broke the protocol is worth a warning; one that hung
     // up while answers were on their way (nbdcopy closes its extra

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <cstring>
 #include <optional>
 
 #include <fmt/format.h>
@@ -85,9 +86,33 @@ Status SendInfo(Channel& ch, uint32_t option, const InfoRequest& req, const Bloc
   return SendReply(ch, option, kRepAck);
 }
 
+// NBD_REP_META_CONTEXT for each query base:allocation answers, then ACK.
+Status SendMetaContexts(Channel& ch, uint32_t option, const MetaContextRequest& req,
+                        bool* chosen) {
+  for (const std::string& q : req.queries) {
+    // LIST may ask for a namespace ("base:") or everything (no queries).
+    const bool match = q == kBaseAllocation || (option == kOptListMetaContext && q == "base:");
+    if (!match) continue;
+    Bytes data(4);
+    PutBe32(data.data(), kBaseAllocationId);
+    data.insert(data.end(), kBaseAllocation, kBaseAllocation + std::strlen(kBaseAllocation));
+    CAIRN_RETURN_IF_ERROR(SendReply(ch, option, kRepMetaContext, data));
+    if (option == kOptSetMetaContext) *chosen = true;
+  }
+  if (req.queries.empty() && option == kOptListMetaContext) {
+    Bytes data(4);
+    PutBe32(data.data(), kBaseAllocationId);
+    data.insert(data.end(), kBaseAllocation, kBaseAllocation + std::strlen(kBaseAllocation));
+    CAIRN_RETURN_IF_ERROR(SendReply(ch, option, kRepMetaContext, data));
+  }
+  return SendReply(ch, option, kRepAck);
+}
+
 }  // namespace
 
-Result<bool> Handshake(Channel& ch, const BlockDevice& device, const ExportInfo& info) {
+Result<bool> Handshake(Channel& ch, const BlockDevice& device, const ExportInfo& info,
+                       Negotiated* negotiated) {
+  *negotiated = Negotiated{};
   uint8_t hello[18];
   PutBe64(hello, kMagic);
   PutBe64(hello + 8, kOptMagic);
@@ -160,6 +185,36 @@ Result<bool> Handshake(Channel& ch, const BlockDevice& device, const ExportInfo&
         if (option == kOptGo) return true;
         break;
       }
+      case kOptStructuredReply:
+        if (length != 0) {
+          CAIRN_RETURN_IF_ERROR(SendError(ch, option, kRepErrInvalid, "STRUCTURED_REPLY takes no data"));
+          break;
+        }
+        negotiated->structured = true;
+        CAIRN_RETURN_IF_ERROR(SendReply(ch, option, kRepAck));
+        break;
+      case kOptListMetaContext:
+      case kOptSetMetaContext: {
+        auto req = ParseMetaContextRequest(data);
+        if (!req.ok()) {
+          CAIRN_RETURN_IF_ERROR(
+              SendError(ch, option, kRepErrInvalid, std::string(req.status().message())));
+          break;
+        }
+        if (option == kOptSetMetaContext && !negotiated->structured) {
+          CAIRN_RETURN_IF_ERROR(SendError(ch, option, kRepErrInvalid,
+                                          "SET_META_CONTEXT needs structured replies first"));
+          break;
+        }
+        if (!NameMatches(req->name, info)) {
+          CAIRN_RETURN_IF_ERROR(SendError(ch, option, kRepErrUnknown,
+                                          fmt::format("no export '{}'", req->name)));
+          break;
+        }
+        if (option == kOptSetMetaContext) negotiated->base_allocation = false;
+        CAIRN_RETURN_IF_ERROR(SendMetaContexts(ch, option, *req, &negotiated->base_allocation));
+        break;
+      }
       case kOptStartTls:
         CAIRN_RETURN_IF_ERROR(SendError(ch, option, kRepErrPolicy,
                                         "TLS is not offered: use a Unix socket or a trusted network"));
@@ -182,9 +237,10 @@ struct Work {
 // workers (or the reading thread itself) run them and send the replies.
 class Server {
  public:
-  Server(Channel& ch, BlockDevice& device, const ExportInfo& info, const SessionOptions& options,
-         SessionStats* stats)
-      : ch_(ch), device_(device), info_(info), options_(options), stats_(stats) {}
+  Server(Channel& ch, BlockDevice& device, const ExportInfo& info, const Negotiated& negotiated,
+         const SessionOptions& options, SessionStats* stats)
+      : ch_(ch), device_(device), info_(info), negotiated_(negotiated), options_(options),
+        stats_(stats) {}
 
   Status Run() {
     const int workers = std::max(0, options_.workers);
@@ -250,8 +306,9 @@ class Server {
   // The request's error, or 0 when it may run.
   uint32_t Check(const Request& r) const {
     const bool ranged = r.type == kCmdRead || r.type == kCmdWrite || r.type == kCmdWriteZeroes ||
-                        r.type == kCmdTrim || r.type == kCmdCache;
+                        r.type == kCmdTrim || r.type == kCmdCache || r.type == kCmdBlockStatus;
     if (!ranged && r.type != kCmdFlush) return kEinval;
+    if (r.type == kCmdBlockStatus && (!negotiated_.base_allocation || r.length == 0)) return kEinval;
     if (ranged && (r.offset > device_.size() || r.length > device_.size() - r.offset)) return kEinval;
     if (r.type == kCmdRead && r.length > info_.max_request) return kEinval;
     if ((r.type == kCmdWrite || r.type == kCmdWriteZeroes || r.type == kCmdTrim) &&
@@ -264,13 +321,16 @@ class Server {
   Status Serve(Work& w) {
     const Request& r = w.req;
     uint32_t error = Check(r);
-    ReadBuffer data;  // not zero-filled: the read fills it
+    ReadBuffer data;  // a read's bytes (not zero-filled: the read fills it), or block status
     Status s;
     if (error == 0) {
       switch (r.type) {
         case kCmdRead:
           data.Resize(r.length);
           s = device_.Read(r.offset, data);
+          break;
+        case kCmdBlockStatus:
+          s = BlockStatus(r, &data);
           break;
         case kCmdWrite:
           s = device_.Write(r.offset, w.payload);
@@ -295,21 +355,69 @@ class Server {
     return sent;
   }
 
+  // base:allocation descriptors (length, flags) from r.offset: the device's
+  // extents, each at most 4 GiB - 1 and at most kMaxExtents of them (one
+  // with NBD_CMD_FLAG_REQ_ONE), after the context id.
+  Status BlockStatus(const Request& r, ReadBuffer* out) {
+    constexpr size_t kMaxExtents = 1024;
+    CAIRN_ASSIGN_OR_RETURN(std::vector<Extent> extents, device_.Extents(r.offset, r.length));
+    const size_t max = (r.flags & kCmdFlagReqOne) != 0 ? 1 : kMaxExtents;
+    Bytes b(4);
+    PutBe32(b.data(), kBaseAllocationId);
+    size_t n = 0;
+    for (const Extent& e : extents) {
+      for (uint64_t left = e.length; left > 0 && n < max; ++n) {
+        const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(left, 0xFFFFF000u));
+        uint8_t d[8];
+        PutBe32(d, len);
+        PutBe32(d + 4, e.zero ? kStateHole | kStateZero : 0);
+        b.insert(b.end(), d, d + 8);
+        left -= len;
+      }
+    }
+    if (n == 0) return InternalError("the device gave no extent");
+    out->Adopt(std::move(b));
+    return Status::Ok();
+  }
+
   Status Reply(const Request& r, uint32_t error, const ReadBuffer& data) {
-    uint8_t head[kSimpleReplySize];
-    PutSimpleReply(head, error, r.handle);
     std::lock_guard lock(write_mu_);
     ++stats_->requests;
     if (error != 0) ++stats_->errors;
     if (error == 0 && r.type == kCmdRead) stats_->bytes_read += r.length;
     if (error == 0 && r.type == kCmdWrite) stats_->bytes_written += r.length;
-    if (error == 0 && r.type == kCmdRead) return ch_.WriteAll(head, data.span());
-    return ch_.WriteAll(head);
+    if (!negotiated_.structured) {
+      uint8_t head[kSimpleReplySize];
+      PutSimpleReply(head, error, r.handle);
+      if (error == 0 && r.type == kCmdRead) return ch_.WriteAll(head, data.span());
+      return ch_.WriteAll(head);
+    }
+    // Structured: one chunk, the last (DONE).
+    uint8_t head[kStructuredHeaderSize + 8];
+    if (error != 0) {
+      PutStructuredReply(head, kReplyFlagDone, kReplyTypeError, r.handle, 6);
+      PutBe32(head + kStructuredHeaderSize, error);
+      PutBe16(head + kStructuredHeaderSize + 4, 0);  // no message
+      return ch_.WriteAll(ByteSpan(head, kStructuredHeaderSize + 6));
+    }
+    if (r.type == kCmdRead) {
+      PutStructuredReply(head, kReplyFlagDone, kReplyTypeOffsetData, r.handle, 8 + r.length);
+      PutBe64(head + kStructuredHeaderSize, r.offset);
+      return ch_.WriteAll(ByteSpan(head, sizeof head), data.span());
+    }
+    if (r.type == kCmdBlockStatus) {
+      PutStructuredReply(head, kReplyFlagDone, kReplyTypeBlockStatus, r.handle,
+                         static_cast<uint32_t>(data.size()));
+      return ch_.WriteAll(ByteSpan(head, kStructuredHeaderSize), data.span());
+    }
+    PutStructuredReply(head, kReplyFlagDone, kReplyTypeNone, r.handle, 0);
+    return ch_.WriteAll(ByteSpan(head, kStructuredHeaderSize));
   }
 
   Channel& ch_;
   BlockDevice& device_;
   const ExportInfo& info_;
+  const Negotiated negotiated_;
   const SessionOptions& options_;
   SessionStats* stats_;
   std::mutex mu_;
@@ -321,9 +429,10 @@ class Server {
 }  // namespace
 
 Status Transmission(Channel& channel, BlockDevice& device, const ExportInfo& info,
-                    const SessionOptions& options, SessionStats* stats) {
+                    const Negotiated& negotiated, const SessionOptions& options,
+                    SessionStats* stats) {
   SessionStats local;
-  Server server(channel, device, info, options, stats != nullptr ? stats : &local);
+  Server server(channel, device, info, negotiated, options, stats != nullptr ? stats : &local);
   return server.Run();
 }
 

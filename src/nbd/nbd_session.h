@@ -4,8 +4,14 @@
 // Handshake: fixed newstyle with NO_ZEROES. cairn serves one export; it
 // answers to its name or to the empty name (the default export), lists it
 // for NBD_OPT_LIST, gives size, flags and, when asked, name, description
-// and block sizes for NBD_OPT_INFO and NBD_OPT_GO, and refuses every other
-// option with an error reply the client can read (TLS with ERR_POLICY).
+// and block sizes for NBD_OPT_INFO and NBD_OPT_GO, agrees to structured
+// replies and to the base:allocation context (which zero chunks are), and
+// refuses every other option with an error reply the client can read (TLS
+// with ERR_POLICY).
+//
+// Structured replies matter beyond BLOCK_STATUS: QEMU reads the tail of an
+// export whose size is not a multiple of 512 into a padded buffer, and with
+// simple replies waits for the padding to arrive.
 //
 // Transmission: requests are read in order by the connection's thread and
 // served by `workers` threads (several reads of one client in flight at
@@ -67,14 +73,22 @@ struct SessionStats {
   uint64_t errors = 0;  // requests answered with an error
 };
 
+// What the handshake agreed on.
+struct Negotiated {
+  bool structured = false;       // NBD_OPT_STRUCTURED_REPLY
+  bool base_allocation = false;  // NBD_OPT_SET_META_CONTEXT base:allocation
+};
+
 // Runs the handshake. true: the client asked for transmission (GO or
 // EXPORT_NAME); false: it ended the handshake (ABORT, or hung up).
-Result<bool> Handshake(Channel& channel, const BlockDevice& device, const ExportInfo& info);
+Result<bool> Handshake(Channel& channel, const BlockDevice& device, const ExportInfo& info,
+                       Negotiated* negotiated);
 
 // Serves requests until NBD_CMD_DISC or the end of the stream, then waits
 // for the requests in progress. An error ends the connection.
 Status Transmission(Channel& channel, BlockDevice& device, const ExportInfo& info,
-                    const SessionOptions& options, SessionStats* stats);
+                    const Negotiated& negotiated, const SessionOptions& options,
+                    SessionStats* stats);
 
 // The NBD errno for a device Status.
 uint32_t NbdError(const Status& s);

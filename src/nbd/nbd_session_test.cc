@@ -32,12 +32,13 @@ class NbdSessionTest : public ::testing::Test {
     info_.description = "archive disk0.img of vm/1/T";
     info_.max_request = 256u << 10;
     thread_ = std::thread([this, workers] {
-      auto go = Handshake(*server_, *device_, info_);
+      Negotiated negotiated;
+      auto go = Handshake(*server_, *device_, info_, &negotiated);
       handshake_ = go.status();
       if (go.ok() && *go) {
         SessionOptions o;
         o.workers = workers;
-        transmission_ = Transmission(*server_, *device_, info_, o, &stats_);
+        transmission_ = Transmission(*server_, *device_, info_, negotiated, o, &stats_);
       }
       server_.reset();  // closes the server's end
     });
@@ -296,6 +297,65 @@ TEST_F(NbdSessionTest, ManyRequestsInFlightAreAllAnsweredByHandle) {
     EXPECT_TRUE(std::equal(data.begin(), data.end(), all.begin() + static_cast<ptrdiff_t>(off)));
   }
   EXPECT_EQ(handles.size(), static_cast<size_t>(kRequests));
+}
+
+TEST_F(NbdSessionTest, StructuredRepliesAndBaseAllocation) {
+  Start();
+  SendFlags();
+  SendOption(kOptStructuredReply);
+  EXPECT_EQ(ReadReply().type, kRepAck);
+  // SET_META_CONTEXT "" [base:allocation, unknown:thing]
+  Bytes q(4 + 4);
+  PutBe32(q.data() + 4, 2);
+  for (std::string name : {std::string(kBaseAllocation), std::string("unknown:thing")}) {
+    uint8_t len[4];
+    PutBe32(len, static_cast<uint32_t>(name.size()));
+    q.insert(q.end(), len, len + 4);
+    q.insert(q.end(), name.begin(), name.end());
+  }
+  SendOption(kOptSetMetaContext, q);
+  Reply ctx = ReadReply();
+  ASSERT_EQ(ctx.type, kRepMetaContext);
+  EXPECT_EQ(GetBe32(ctx.data.data()), kBaseAllocationId);
+  EXPECT_EQ(std::string(ctx.data.begin() + 4, ctx.data.end()), kBaseAllocation);
+  EXPECT_EQ(ReadReply().type, kRepAck);
+  SendOption(kOptGo, InfoData("", {}));
+  EXPECT_EQ(ReadReply().type, kRepInfo);
+  EXPECT_EQ(ReadReply().type, kRepAck);
+  auto read_chunk = [&](uint16_t* type, uint64_t* handle) {
+    uint8_t h[kStructuredHeaderSize];
+    EXPECT_TRUE(client_->ReadExact(h).ok());
+    EXPECT_EQ(GetBe32(h), kStructuredReplyMagic);
+    EXPECT_EQ(GetBe16(h + 4), kReplyFlagDone);
+    *type = GetBe16(h + 6);
+    *handle = GetBe64(h + 8);
+    Bytes payload(GetBe32(h + 16));
+    EXPECT_TRUE(client_->ReadExact(payload).ok());
+    return payload;
+  };
+  uint16_t type;
+  uint64_t handle;
+  SendRequest(kCmdRead, 1, 77, 100);
+  Bytes data = read_chunk(&type, &handle);
+  EXPECT_EQ(type, kReplyTypeOffsetData);
+  EXPECT_EQ(GetBe64(data.data()), 77u);
+  Bytes all = device_->data();
+  EXPECT_TRUE(std::equal(data.begin() + 8, data.end(), all.begin() + 77));
+  SendRequest(kCmdRead, 2, kSize, 1);
+  Bytes err = read_chunk(&type, &handle);
+  EXPECT_EQ(type, kReplyTypeError);
+  EXPECT_EQ(GetBe32(err.data()), kEinval);
+  SendRequest(kCmdBlockStatus, 3, 4096, 8192);
+  Bytes status = read_chunk(&type, &handle);
+  EXPECT_EQ(type, kReplyTypeBlockStatus);
+  ASSERT_EQ(status.size(), 12u);
+  EXPECT_EQ(GetBe32(status.data()), kBaseAllocationId);
+  EXPECT_EQ(GetBe32(status.data() + 4), 8192u);  // one extent: data
+  EXPECT_EQ(GetBe32(status.data() + 8), 0u);
+  SendRequest(kCmdFlush, 4, 0, 0);
+  EXPECT_EQ(read_chunk(&type, &handle).size(), 0u);
+  EXPECT_EQ(type, kReplyTypeNone);
+  EXPECT_EQ(handle, 4u);
 }
 
 TEST(NbdProtocolTest, InfoRequestLengthsMustAddUp) {

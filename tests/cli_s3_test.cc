@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli_background.h"
 #include "cli_server_fixture.h"
 #include "s3/s3_client.h"
 
@@ -763,6 +764,40 @@ TEST_F(S3Test, ForgetPruneAndGcRemoveExactlyTheUnneededChunkObjects) {
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
   EXPECT_EQ(ParseJson(r.out)["removed_chunks"], 0) << r.out;
   EXPECT_EQ(ChunkIds(), c_ids);
+}
+
+// --- instant access (issue 25) ------------------------------------------------
+
+TEST_F(S3Test, AnImageIsExportedOverNbdAndMountedFromTheBucket) {
+  if (std::string missing = MissingTools({"qemu-img"}); !missing.empty()) {
+    GTEST_SKIP() << "not installed: " << missing << " (qemu-utils)";
+  }
+  Init();
+  const std::string image = Path("disk.img");
+  ImageWriter(image, 3 * kChunk + 777, 41).Random(0, kChunk).Text(2 * kChunk, kChunk + 777);
+  const std::string tree = Path("tree");
+  WriteTree(tree, 6);
+  ASSERT_TRUE(Backup("vm/100", 1, {"disk0.img=" + image, "root.tree=" + tree}).is_object());
+  const std::string sock = Path("nbd.sock");
+  {
+    BackgroundCairn e({"nbd", "-r", url_, Snap("vm/100", 1), "disk0.img", "--listen", "unix:" + sock},
+                      Path("nbd.err"), Env());
+    std::smatch uri;
+    const std::string line = e.WaitForLine("exporting");
+    ASSERT_TRUE(std::regex_search(line, uri, std::regex(R"((nbd\+unix://\S+))"))) << line;
+    ShellResult cmp = Shell("qemu-img compare -f raw -F raw '" + uri[1].str() + "' " + image);
+    EXPECT_EQ(cmp.exit_code, 0) << cmp.output;
+    EXPECT_EQ(e.Stop(SIGTERM), kExitOk) << e.err();
+  }
+  if (std::string why = FuseUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  const std::string mnt = Path("mnt");
+  fs::create_directories(mnt);
+  BackgroundCairn m({"mount", "-r", url_, mnt, "vm/100/latest"}, Path("mount.err"), Env());
+  EXPECT_NE(m.WaitForLine("mounted"), "");
+  EXPECT_EQ(CompareFiles(mnt + "/disk0.img", image), "");
+  EXPECT_EQ(CompareFiles(mnt + "/root.tree/var/lib/data/blob.bin", tree + "/var/lib/data/blob.bin"), "");
+  EXPECT_EQ(m.Stop(SIGTERM), kExitOk) << m.err();
+  ForceUnmount(mnt);
 }
 
 // --- the local cache ------------------------------------------------------------

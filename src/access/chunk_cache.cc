@@ -14,21 +14,72 @@ struct ChunkCache::Flight {
   ChunkRef chunk;              // GUARDED_BY(mu_)
 };
 
+namespace {
+
+// Buffers kept for reuse: a few chunks' worth, beside the cache.
+constexpr size_t kPooledBuffers = 8;
+
+}  // namespace
+
+ReadBuffer ChunkBufferPool::Take(size_t want) {
+  std::lock_guard lock(mu_);
+  if (free_.empty()) return ReadBuffer();
+  size_t pick = 0;
+  for (size_t i = 0; i < free_.size(); ++i) {
+    if (free_[i].capacity() >= want) {
+      pick = i;
+      break;
+    }
+    if (free_[i].capacity() > free_[pick].capacity()) pick = i;
+  }
+  ReadBuffer b = std::move(free_[pick]);
+  free_[pick] = std::move(free_.back());
+  free_.pop_back();
+  return b;
+}
+
+void ChunkBufferPool::Give(ReadBuffer buffer) {
+  if (buffer.capacity() == 0) return;
+  buffer.Clear();
+  std::lock_guard lock(mu_);
+  if (free_.size() < max_) free_.push_back(std::move(buffer));
+}
+
 Result<DecodedChunk> LoadChunk(store::ChunkSource& source, const crypto::Digest& id,
-                               uint32_t length, const crypto::CryptConfig* crypt) {
+                               uint32_t length, const crypto::CryptConfig* crypt,
+                               ChunkBufferPool* pool) {
   DecodedChunk out;
-  ReadBuffer stored;
-  CAIRN_RETURN_IF_ERROR(restore::ReadStoredChunk(source, id, &stored));
-  ReadBuffer scratch;
-  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
-                         restore::DecodeCheckedChunk(stored, id, length, &scratch, crypt));
+  ReadBuffer stored = pool != nullptr ? pool->Take(length) : ReadBuffer();
+  ReadBuffer scratch = pool != nullptr ? pool->Take(length) : ReadBuffer();
+  auto give_back = [&](ReadBuffer& b) {
+    if (pool != nullptr) pool->Give(std::move(b));
+  };
+  Status read = restore::ReadStoredChunk(source, id, &stored);
+  if (!read.ok()) {
+    give_back(stored);
+    give_back(scratch);
+    return read;
+  }
+  auto plain = restore::DecodeCheckedChunk(stored, id, length, &scratch, crypt);
+  if (!plain.ok()) {
+    give_back(stored);
+    give_back(scratch);
+    return plain.status();
+  }
   // The view lies in whichever buffer the decoder left it: keep that one.
-  out.buffer = plain.data() == scratch.data() ? std::move(scratch) : std::move(stored);
-  out.data = plain;  // a moved ReadBuffer keeps its memory
+  if (plain->data() == scratch.data()) {
+    out.buffer = std::move(scratch);
+    give_back(stored);
+  } else {
+    out.buffer = std::move(stored);
+    give_back(scratch);
+  }
+  out.data = *plain;  // a moved ReadBuffer keeps its memory
   return out;
 }
 
-ChunkCache::ChunkCache(Options options) : options_(options) {}
+ChunkCache::ChunkCache(Options options)
+    : options_(options), pool_(std::make_shared<ChunkBufferPool>(kPooledBuffers)) {}
 ChunkCache::~ChunkCache() = default;
 
 Result<ChunkRef> ChunkCache::Get(const crypto::Digest& id, const Loader& load) {
@@ -79,7 +130,14 @@ std::optional<ChunkCache::Claim> ChunkCache::TryClaim(const crypto::Digest& id) 
 void ChunkCache::Finish(const crypto::Digest& id, const std::shared_ptr<Flight>& flight,
                         Result<DecodedChunk> loaded, bool abandoned) {
   ChunkRef chunk;
-  if (loaded.ok()) chunk = std::make_shared<const DecodedChunk>(std::move(loaded).value());
+  if (loaded.ok()) {
+    // The last holder gives the buffer back to the pool.
+    chunk = ChunkRef(new DecodedChunk(std::move(loaded).value()),
+                     [pool = pool_](const DecodedChunk* c) {
+                       pool->Give(std::move(const_cast<DecodedChunk*>(c)->buffer));
+                       delete c;
+                     });
+  }
   bool report = false;
   Status status = loaded.status();
   {

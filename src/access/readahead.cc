@@ -17,6 +17,8 @@ constexpr int kSequentialReads = 3;
 // Items "without end": a run lasts while the queue has chunks (see Run).
 constexpr size_t kEndless = SIZE_MAX / 2;
 constexpr uint64_t kMaxChunk = uint64_t{16} << 20;  // blob::kMaxRawSize
+// A run whose feed stayed empty this long ends, and its threads with it.
+constexpr int64_t kRunIdleTimeoutNs = 2'000'000'000;
 
 }  // namespace
 
@@ -34,7 +36,12 @@ Readahead::~Readahead() {
   stopping_.store(true);
   if (thread_.joinable()) {
     thread_.request_stop();
-    { std::lock_guard lock(mu_); }
+    std::shared_ptr<pipeline::ItemFeed> feed;
+    {
+      std::lock_guard lock(mu_);
+      feed = feed_;
+    }
+    if (feed != nullptr) feed->Close();  // wakes a run waiting for items
     cv_.notify_all();
     thread_.join();
   }
@@ -42,8 +49,20 @@ Readahead::~Readahead() {
 
 void Readahead::OnRead(uint64_t offset, uint64_t length) {
   if (!options_.enabled || length == 0 || offset >= map_.size()) return;
+  std::shared_ptr<pipeline::ItemFeed> feed;
+  size_t added = 0;
+  {
+    std::lock_guard lock(mu_);
+    added = DetectLocked(offset, length);
+    if (added > 0) feed = feed_;
+  }
+  // The running pipeline learns of them outside mu_ (the feed takes the
+  // pipeline's lock, which never waits for mu_ while held).
+  if (feed != nullptr) feed->Add(added);
+}
+
+size_t Readahead::DetectLocked(uint64_t offset, uint64_t length) {
   const uint64_t end = std::min(offset + length, map_.size());
-  std::lock_guard lock(mu_);
   ++clock_;
   Stream* s = nullptr;
   for (Stream& st : streams_) {
@@ -62,55 +81,73 @@ void Readahead::OnRead(uint64_t offset, uint64_t length) {
       return a.last_use < b.last_use;
     });
     *s = Stream{end, end, std::min(kInitialWindow, options_.max_window_bytes), clock_, 1};
-    return;
+    return 0;
   }
   s->last_use = clock_;
   s->end = std::max(s->end, end);
-  if (++s->reads < kSequentialReads) return;
+  if (++s->reads < kSequentialReads) return 0;
   if (s->reads == kSequentialReads) ++stats_.streams;
   s->ahead = std::max(s->ahead, s->end);
-  if (s->ahead >= map_.size() || s->ahead - s->end >= s->window / 2) return;
+  if (s->ahead >= map_.size() || s->ahead - s->end >= s->window / 2) return 0;
   const uint64_t to = std::min(map_.size(), s->end + s->window);
+  size_t added = 0;
   if (s->ahead < to) {
-    QueueLocked(s->ahead, to);
+    added = QueueLocked(s->ahead, to);
     s->ahead = map_.End(map_.Find(to - 1));
   }
   s->window = std::min(2 * s->window, options_.max_window_bytes);
+  return added;
 }
 
-void Readahead::QueueLocked(uint64_t from, uint64_t to) {
+size_t Readahead::QueueLocked(uint64_t from, uint64_t to) {
   const size_t queued_before = queue_.size();
   for (size_t pos = map_.Find(from), last = map_.Find(to - 1); pos <= last; ++pos) {
     if (map_.IsZero(pos) || cache_.Contains(map_.Id(pos))) continue;
     queue_.push_back(pos);
   }
-  stats_.queued_chunks += queue_.size() - queued_before;
-  if (queue_.size() == queued_before) return;
+  const size_t added = queue_.size() - queued_before;
+  stats_.queued_chunks += added;
+  if (added == 0) return 0;
   if (!thread_.joinable()) {
     thread_ = std::jthread([this](std::stop_token stop) { Run(stop); });
   }
   cv_.notify_one();
+  return added;
 }
 
 void Readahead::Run(std::stop_token stop) {
   while (true) {
+    std::shared_ptr<pipeline::ItemFeed> feed;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, stop, [&] { return queue_.size() > taken_; });
+      cv_.wait(lock, stop, [&] { return !queue_.empty(); });
       if (stop.stop_requested()) return;
+      // A run takes the queue from its start; what OnRead queues from now
+      // on reaches it through the feed.
+      feed = std::make_shared<pipeline::ItemFeed>(kRunIdleTimeoutNs);
+      feed->Add(queue_.size());
+      feed_ = feed;
     }
-    RunPipeline();
+    RunPipeline(*feed);
   }
 }
 
 Result<DecodedChunk> Readahead::Decode(size_t pos, ReadBuffer& stored) {
-  ReadBuffer scratch;
-  CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
-                         restore::DecodeCheckedChunk(stored, map_.Id(pos), map_.Length(pos),
-                                                     &scratch, crypt_));
+  ReadBuffer scratch = cache_.buffers().Take(map_.Length(pos));
+  auto plain = restore::DecodeCheckedChunk(stored, map_.Id(pos), map_.Length(pos), &scratch, crypt_);
+  if (!plain.ok()) {
+    cache_.buffers().Give(std::move(scratch));
+    return plain.status();
+  }
   DecodedChunk out;
-  out.buffer = plain.data() == scratch.data() ? std::move(scratch) : std::move(stored);
-  out.data = plain;
+  if (plain->data() == scratch.data()) {
+    out.buffer = std::move(scratch);
+    cache_.buffers().Give(std::move(stored));
+  } else {
+    out.buffer = std::move(stored);
+    cache_.buffers().Give(std::move(scratch));
+  }
+  out.data = *plain;
   return out;
 }
 
@@ -118,26 +155,24 @@ Status Readahead::ContextFor(size_t pos, const Status& s) const {
   return s.WithContext(DescribeChunk(description_, map_, pos));
 }
 
-// One run of the fetch pipeline over the queue. Items are queue positions
-// from the run's start; the stop ends the run at the first item not queued
-// yet, so the run goes on as long as readers keep the queue ahead of it.
-// Neither stage ever fails the pipeline: errors go to the claims.
-void Readahead::RunPipeline() {
+// One run of the fetch pipeline over the queue: item k is queue_[k]; the
+// feed admits items as they are queued, and the run ends when none came
+// for kRunIdleTimeoutNs (or the readahead stops). Neither stage ever fails
+// the pipeline: errors go to the claims.
+void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
   auto position = [&](size_t k) {
     std::lock_guard lock(mu_);
     return queue_[k];
   };
   pipeline::FetchPipelineOptions popts;
   popts.cpu_workers = options_.cpu_workers;
-  popts.max_io_threads = std::max(1, source_.Traits().max_reads_in_flight);
+  // No more reads in flight than a window has chunks (2 MiB and up).
+  popts.max_io_threads = static_cast<int>(std::clamp<uint64_t>(
+      options_.max_window_bytes >> 21, 4, static_cast<uint64_t>(std::max(4, source_.Traits().max_reads_in_flight))));
   popts.max_bytes_in_flight = 2 * options_.max_window_bytes + (uint64_t{32} << 20);
   popts.controller = &controller_;
-  popts.stop = [&](size_t k) {
-    std::lock_guard lock(mu_);
-    if (!stopping_.load() && k < queue_.size()) return false;
-    taken_ = k;
-    return true;
-  };
+  popts.feed = &feed;
+  popts.stop = [&](size_t) { return stopping_.load(); };
   pipeline::FetchPipelineStats ps;
   Status s = pipeline::RunFetchPipeline(
       kEndless,
@@ -150,6 +185,9 @@ void Readahead::RunPipeline() {
           ++stats_.skipped_chunks;
           return Status::Ok();
         }
+        // Into one of the cache's buffers (the pipeline's own live only as
+        // long as a run).
+        *out = cache_.buffers().Take(map_.Length(pos));
         Status read = restore::ReadStoredChunk(source_, map_.Id(pos), out);
         if (!read.ok()) {
           claim->Fulfil(ContextFor(pos, read));
@@ -194,8 +232,10 @@ void Readahead::RunPipeline() {
   s.IgnoreError();  // neither stage fails; a cancelled run would only leave claims
   std::lock_guard lock(mu_);
   claims_.clear();  // none left after a clean run; any other is abandoned here
-  queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(taken_));
-  taken_ = 0;
+  // Every item admitted was processed (nothing fails the run): those leave.
+  const size_t taken = std::min<size_t>(ps.items, queue_.size());
+  queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(taken));
+  feed_.reset();
   ++stats_.runs;
   stats_.jobs_final = controller_.limit();
 }

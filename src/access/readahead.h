@@ -17,13 +17,15 @@
 // reader, whose reads rarely land next to each other, starts none.
 //
 // Fetching. One thread, started at the first queued chunk, runs the fetch
-// pipeline over the queue for as long as the queue has chunks: each chunk
-// is claimed in the cache (ChunkCache::TryClaim; one cached or being
-// loaded is skipped), read on the I/O stage and decoded and checked on the
-// CPU stage. A failure is handed to the claim (the cache remembers and
-// reports a bad chunk), never to the pipeline, so one bad chunk does not
-// stop the others. When the queue runs dry the run ends and the thread
-// waits; the controller keeps what it learnt across runs.
+// pipeline over the queue, chunks reaching the running pipeline as they are
+// queued (pipeline::ItemFeed): each chunk is claimed in the cache
+// (ChunkCache::TryClaim; one cached or being loaded is skipped), read on the
+// I/O stage and decoded and checked on the CPU stage. A failure is handed
+// to the claim (the cache remembers and reports a bad chunk), never to the
+// pipeline, so one bad chunk does not stop the others. A run ends after two
+// seconds with nothing queued (its threads with it: starting a set of
+// threads per batch cost `cp -a` of a tree more than the decoding); the
+// controller keeps what it learnt across runs.
 //
 // Memory: at most max_window_bytes ahead of each stream, all of it in the
 // cache (which bounds it again), plus the pipeline's reads in flight.
@@ -33,6 +35,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -44,6 +47,7 @@
 #include "access/chunk_cache.h"
 #include "access/chunk_map.h"
 #include "pipeline/concurrency_controller.h"
+#include "pipeline/fetch_pipeline.h"
 
 namespace cairn::access {
 
@@ -92,10 +96,14 @@ class Readahead {
     int reads = 0;
   };
 
-  // Queues the chunks of [from, to) that need fetching. REQUIRES: mu_ held.
-  void QueueLocked(uint64_t from, uint64_t to);
+  // The detection for one read; the number of chunks it queued.
+  // REQUIRES: mu_ held.
+  size_t DetectLocked(uint64_t offset, uint64_t length);
+  // Queues the chunks of [from, to) that need fetching; how many.
+  // REQUIRES: mu_ held.
+  size_t QueueLocked(uint64_t from, uint64_t to);
   void Run(std::stop_token stop);
-  void RunPipeline();
+  void RunPipeline(pipeline::ItemFeed& feed);
   Result<DecodedChunk> Decode(size_t pos, ReadBuffer& stored);
   Status ContextFor(size_t pos, const Status& s) const;
 
@@ -111,8 +119,8 @@ class Readahead {
   std::condition_variable_any cv_;
   std::vector<Stream> streams_;      // GUARDED_BY(mu_)
   uint64_t clock_ = 0;               // GUARDED_BY(mu_)
-  std::vector<size_t> queue_;        // GUARDED_BY(mu_): chunk positions
-  size_t taken_ = 0;                 // GUARDED_BY(mu_): queue_[0, taken_) are in this run
+  std::vector<size_t> queue_;        // GUARDED_BY(mu_): chunk positions; item k of a run
+  std::shared_ptr<pipeline::ItemFeed> feed_;  // GUARDED_BY(mu_): the running pipeline's
   std::unordered_map<size_t, ChunkCache::Claim> claims_;  // GUARDED_BY(mu_): by run item
   ReadaheadStats stats_;             // GUARDED_BY(mu_)
   std::atomic<bool> stopping_{false};

@@ -17,7 +17,8 @@ Result<ChunkRef> StreamReader::GetChunk(size_t i) {
   const crypto::Digest& id = map_->Id(i);
   const uint32_t length = map_->Length(i);
   CAIRN_ASSIGN_OR_RETURN(ChunkRef chunk, options_.cache->Get(id, [&]() -> Result<DecodedChunk> {
-    auto loaded = LoadChunk(*options_.source, id, length, options_.crypt);
+    auto loaded = LoadChunk(*options_.source, id, length, options_.crypt,
+                            &options_.cache->buffers());
     if (!loaded.ok()) return loaded.status().WithContext(DescribeChunk(options_.description, *map_, i));
     return loaded;
   }));

@@ -321,7 +321,10 @@ class Server {
   Status Serve(Work& w) {
     const Request& r = w.req;
     uint32_t error = Check(r);
-    ReadBuffer data;  // a read's bytes (not zero-filled: the read fills it), or block status
+    // A read's bytes (not zero-filled: the read fills it), or block status;
+    // each worker keeps its buffer, so requests do not map fresh memory.
+    thread_local ReadBuffer data;
+    data.Clear();
     Status s;
     if (error == 0) {
       switch (r.type) {

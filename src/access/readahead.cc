@@ -117,17 +117,19 @@ size_t Readahead::QueueLocked(uint64_t from, uint64_t to) {
 
 void Readahead::Run(std::stop_token stop) {
   while (true) {
-    std::shared_ptr<pipeline::ItemFeed> feed;
+    auto feed = std::make_shared<pipeline::ItemFeed>(kRunIdleTimeoutNs);
+    size_t queued;
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, stop, [&] { return !queue_.empty(); });
       if (stop.stop_requested()) return;
       // A run takes the queue from its start; what OnRead queues from now
       // on reaches it through the feed.
-      feed = std::make_shared<pipeline::ItemFeed>(kRunIdleTimeoutNs);
-      feed->Add(queue_.size());
+      queued = queue_.size();
       feed_ = feed;
     }
+    // Outside mu_: the lock order is the pipeline's, then mu_ (size_hint).
+    feed->Add(queued);
     RunPipeline(*feed);
   }
 }

@@ -31,7 +31,9 @@
 // cache (which bounds it again), plus the pipeline's reads in flight.
 //
 // Thread safety: OnRead may be called concurrently; the destructor stops
-// the thread (chunks being fetched are finished first).
+// the thread (chunks being fetched are finished first). Lock order: the
+// pipeline's admission lock, then mu_ (never mu_, then a feed or the
+// pipeline).
 #pragma once
 
 #include <atomic>

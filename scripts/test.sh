@@ -104,7 +104,7 @@ if ((!quick)); then
 
   stage "TSan build + concurrency tests"
   build tsan --target cairn_unit_tests &&
-    run_ctest build/tsan -R 'Pipeline|BoundedQueue|WorkerGroup|Backup|LocalChunkStore|ImageRestore|TreeRestore|Verify|ProgressBar|PrefixSet|GcTest|Tls|Http|Net|Token|ServerConfig|RemoteUrl|TrustedServers|QueryString|ChunkFrames|TaskManager|S3Client|ConcurrencyController|ChunkCache|StreamReader|OverlayDevice|InstantDevice|NbdSession|NbdServer'
+    run_ctest build/tsan -R 'Pipeline|BoundedQueue|WorkerGroup|Backup|LocalChunkStore|ImageRestore|TreeRestore|Verify|ProgressBar|PrefixSet|GcTest|Tls|Http|Net|Token|ServerConfig|RemoteUrl|TrustedServers|QueryString|ChunkFrames|TaskManager|S3Client|ConcurrencyController|ChunkCache|StreamReader|OverlayDevice|InstantDevice|NbdSession|NbdServer|SnapshotFs'
 
   stage "fuzz targets (20 s each)"
   if bash scripts/fuzz.sh 20; then passed=$((passed + 1)); else failed=$((failed + 1)); fi

@@ -38,6 +38,7 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/access/instant_device_test.cc
   ${PROJECT_SOURCE_DIR}/src/access/overlay_device_test.cc
   ${PROJECT_SOURCE_DIR}/src/access/stream_reader_test.cc
+  ${PROJECT_SOURCE_DIR}/src/mount/snapshot_fs_test.cc
   ${PROJECT_SOURCE_DIR}/src/nbd/nbd_server_test.cc
   ${PROJECT_SOURCE_DIR}/src/nbd/nbd_session_test.cc
   ${PROJECT_SOURCE_DIR}/src/verify/ledger_test.cc
@@ -61,7 +62,7 @@ add_executable(cairn_unit_tests
 # Tests include "tests/unit_test_util.h".
 target_include_directories(cairn_unit_tests PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(cairn_unit_tests PRIVATE
-  cairn_backup cairn_restore cairn_access cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote cairn_s3 cairn_s3store GTest::gtest_main GTest::gmock)
+  cairn_backup cairn_restore cairn_access cairn_mount cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote cairn_s3 cairn_s3store GTest::gtest_main GTest::gmock)
 if(CAIRN_PCH)
   target_precompile_headers(cairn_unit_tests PRIVATE <gtest/gtest.h> <gmock/gmock.h>
     <nlohmann/json.hpp> <fmt/format.h>)

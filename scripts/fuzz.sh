@@ -22,7 +22,8 @@ jobs="${CAIRN_FUZZ_BUILD_JOBS:-$(nproc)}"
 
 cmake --preset fuzz >/dev/null
 cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_fuzz ledger_fuzz \
-  dynamic_index_fuzz tree_fuzz key_file_fuzz http_request_fuzz chunk_frames_fuzz s3_xml_fuzz fuzz_seeds
+  dynamic_index_fuzz tree_fuzz key_file_fuzz http_request_fuzz chunk_frames_fuzz s3_xml_fuzz \
+  nbd_session_fuzz overlay_header_fuzz fuzz_seeds
 
 # Fresh seeds from the current encoders; the corpora grow in build/fuzz/corpus
 # across runs (new inputs found are kept there, never in the source tree).
@@ -45,6 +46,8 @@ targets=(
   "http_request_fuzz:32768:-dict=$root/fuzz/http_request.dict"
   "chunk_frames_fuzz:8192:"
   "s3_xml_fuzz:4096:-dict=$root/fuzz/s3_xml.dict"
+  "nbd_session_fuzz:4096:-dict=$root/fuzz/nbd.dict"
+  "overlay_header_fuzz:8192:"
 )
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"

@@ -258,11 +258,19 @@ TEST_F(NbdServerStoreTest, AnImageIsExportedAndMountedFromAServer) {
   if (std::string why = FuseUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
   const std::string mnt = Path("mnt");
   fs::create_directories(mnt);
-  BackgroundCairn m({"mount", "-r", url_, mnt, "vm/100"}, Path("mount.err"), ClientEnv(reader_));
+  BackgroundCairn m({"mount", "-r", url_, mnt, "vm/100", "--remote-refresh", "0.2"},
+                    Path("mount.err"), ClientEnv(reader_));
   EXPECT_NE(m.WaitForLine("mounted"), "");
   EXPECT_EQ(CompareFiles(mnt + "/latest/disk0.img", image_), "");
   EXPECT_EQ(ReadFile(mnt + "/" + SnapTime(1) + "/root.tree/etc/app/config"),
             ReadFile(tree_ + "/etc/app/config"));
+  // A snapshot made on the server's store appears in the mount.
+  Backup("vm/100", 3, {"disk0.img=" + image_}, false);
+  const std::vector<std::string> want = {SnapTime(1), SnapTime(2), SnapTime(3), "latest"};
+  for (int i = 0; i < 300 && ListDir(mnt) != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(ListDir(mnt), want);
   EXPECT_EQ(m.Stop(SIGTERM), kExitOk) << m.err();
   ForceUnmount(mnt);
 }

@@ -792,10 +792,19 @@ TEST_F(S3Test, AnImageIsExportedOverNbdAndMountedFromTheBucket) {
   if (std::string why = FuseUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
   const std::string mnt = Path("mnt");
   fs::create_directories(mnt);
-  BackgroundCairn m({"mount", "-r", url_, mnt, "vm/100/latest"}, Path("mount.err"), Env());
+  BackgroundCairn m({"mount", "-r", url_, mnt, "vm/100", "--remote-refresh", "0.2"},
+                    Path("mount.err"), Env());
   EXPECT_NE(m.WaitForLine("mounted"), "");
-  EXPECT_EQ(CompareFiles(mnt + "/disk0.img", image), "");
-  EXPECT_EQ(CompareFiles(mnt + "/root.tree/var/lib/data/blob.bin", tree + "/var/lib/data/blob.bin"), "");
+  EXPECT_EQ(CompareFiles(mnt + "/latest/disk0.img", image), "");
+  EXPECT_EQ(CompareFiles(mnt + "/latest/root.tree/var/lib/data/blob.bin",
+                         tree + "/var/lib/data/blob.bin"), "");
+  // A snapshot another client makes (its own cache) appears in the mount.
+  ASSERT_TRUE(Backup("vm/100", 2, {"disk0.img=" + image}, Path("other-cache")).is_object());
+  const std::vector<std::string> want = {SnapTime(1), SnapTime(2), "latest"};
+  for (int i = 0; i < 300 && ListDir(mnt) != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(ListDir(mnt), want);
   EXPECT_EQ(m.Stop(SIGTERM), kExitOk) << m.err();
   ForceUnmount(mnt);
 }

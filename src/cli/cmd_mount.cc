@@ -29,6 +29,7 @@ struct MountArgs {
   bool no_default_permissions = false;
   bool debug_fuse = false;
   std::string log;  // --log FILE: a daemon's stderr
+  double remote_refresh_s = 5;  // --remote-refresh
   AccessOptions access;
   BenchOptions bench;
 };
@@ -106,6 +107,7 @@ Status Mount(Context& ctx, const MountArgs& args, Daemon& daemon) {
   mount::SnapshotFsOptions fo;
   fo.readers = {&cache, source, access::ReadaheadFor(settings.cache_bytes, settings.jobs)};
   fo.readers.readahead.cpu_workers = args.bench.cpu_workers;
+  fo.store_refresh_ns = static_cast<int64_t>(args.remote_refresh_s * 1e9);
   fo.uid = ::getuid();
   fo.gid = ::getgid();
   fo.logger = ctx.logger.get();
@@ -169,6 +171,10 @@ void RegisterMount(CLI::App& app, Context& ctx) {
                 "let other users in (needs user_allow_other in /etc/fuse.conf unless root)");
   cmd->add_flag("--no-default-permissions", args->no_default_permissions,
                 "do not have the kernel check the stored modes and owners");
+  cmd->add_option("--remote-refresh", args->remote_refresh_s,
+                  "on a server or object store, look for new snapshots at most every SECONDS "
+                  "(default 5; a directory store is listed again after a second)")
+      ->check(CLI::Range(0.0, 86400.0));
   cmd->add_flag("--debug-fuse", args->debug_fuse, "libfuse's trace of every request")
       ->group("");
   AddAccessOptions(cmd, &args->access);

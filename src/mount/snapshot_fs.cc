@@ -110,7 +110,8 @@ class SnapshotFs::BlobFile final : public SnapshotFs::File {
 };
 
 SnapshotFs::SnapshotFs(const datastore::Datastore& store, SnapshotFsOptions options)
-    : store_(store), options_(std::move(options)), started_ns_(store.env().NowUnixNanos()) {}
+    : store_(store), options_(std::move(options)), started_ns_(store.env().NowUnixNanos()),
+      store_refreshed_ns_(store.env().NowMonotonicNanos()) {}
 
 SnapshotFs::~SnapshotFs() = default;
 
@@ -186,6 +187,15 @@ Status SnapshotFs::RefreshLocked(uint64_t ino, bool force) {
   const int64_t now = store_.env().NowMonotonicNanos();
   if (n->listed_ns >= 0 && (now - n->listed_ns < (force ? kMissRefreshNs : options_.refresh_ns))) {
     return Status::Ok();
+  }
+  if (store_.refreshable() && now - store_refreshed_ns_ >= options_.store_refresh_ns) {
+    store_refreshed_ns_ = now;
+    // A failure leaves the listings as they were (the server may be back later).
+    Status s = store_.Refresh();
+    if (!s.ok() && options_.logger != nullptr) {
+      options_.logger->Warn("reading the snapshot list again: {}", s.message());
+    }
+    n = NodeLocked(ino);
   }
   std::vector<std::pair<std::string, VNode>> kids;
   int64_t newest = -1;

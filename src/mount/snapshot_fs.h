@@ -19,7 +19,9 @@
 // are dropped and loaded again when needed). File contents are read on
 // demand through the shared ChunkCache (StreamReader, with readahead for
 // sequential readers). Namespace and group listings are read again when
-// older than refresh_ns, so new snapshots appear without remounting.
+// older than refresh_ns, so new snapshots appear without remounting; for a
+// server or an object store, its snapshot list is fetched again first (at
+// most every store_refresh_ns).
 //
 // Inode numbers: the directories and files cairn makes up (namespaces,
 // groups, snapshots, archives) are numbered from 1 (the root) as they are
@@ -76,6 +78,9 @@ struct SnapshotFsOptions {
   uint32_t uid = 0;  // owner of the directories cairn makes up
   uint32_t gid = 0;
   int64_t refresh_ns = 1'000'000'000;
+  // A server's or object store's snapshot list is fetched again at most
+  // this often (Datastore::Refresh), when a listing is read again.
+  int64_t store_refresh_ns = 5'000'000'000;
   uint64_t max_tree_bytes = uint64_t{512} << 20;
   Logger* logger = nullptr;  // may be null
 };
@@ -161,6 +166,7 @@ class SnapshotFs {
   std::map<std::string, PinState> pins_;  // GUARDED_BY(mu_): by snapshot
   std::set<std::string> reported_;        // GUARDED_BY(mu_)
   uint64_t open_files_ = 0;               // GUARDED_BY(mu_)
+  int64_t store_refreshed_ns_ = 0;        // GUARDED_BY(mu_): when Refresh() last ran
 };
 
 }  // namespace cairn::mount

@@ -3,10 +3,13 @@
 # data sets (a cairn-gendata image and tree), beside `cairn restore`.
 #
 #   bash bench/access_bench.sh [--quick] [--rounds N] [--size 2G] [--files 20000]
-#                              [--tree-size 1G] [--dir DIR] [--update-docs]
+#                              [--tree-size 1G] [--image PATH] [--tree PATH]
+#                              [--dir DIR] [--update-docs]
 #
 #   --quick        128 MiB image, 2000 files / 128 MiB, 1 round, 3 s of random reads
 #   --rounds N     rounds (default 3); tables show medians
+#   --image, --tree  the cairn-gendata image (seed 1) and tree (seed 2) to use
+#                  (generated there when missing; bench/run_all.sh passes its own)
 #   --dir DIR      work directory (default /var/tmp/cairn-access-bench)
 #   --update-docs  also write the section between the access-bench markers of
 #                  docs/BENCHMARKS.md; without it the section goes to
@@ -46,7 +49,9 @@ dir=${CAIRN_BENCH_DIR:-/var/tmp/cairn-access-bench}
 update_docs=0
 rounds_given=0
 quick=0
-usage() { sed -n '5,33p' "$0" >&2; exit 2; }
+image=
+tree=
+usage() { sed -n '5,36p' "$0" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -54,6 +59,8 @@ while (($#)); do
     --size) size=$2; shift 2 ;;
     --files) files=$2; shift 2 ;;
     --tree-size) tree_size=$2; shift 2 ;;
+    --image) image=$2; shift 2 ;;
+    --tree) tree=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --update-docs) update_docs=1; shift ;;
     -h|--help) usage ;;
@@ -69,8 +76,8 @@ apt_install time libnbd-bin fuse3 python3
 bench_bins --no-synth
 mkdir -p "$dir/logs" "$dir/data"
 probe="python3 $PWD/bench/access_probe.py"
-image=$dir/data/image-$size
-tree=$dir/data/tree-$files
+image=${image:-$dir/data/image-$size}
+tree=${tree:-$dir/data/tree-$files}
 ensure_image "$image" "$size"
 ensure_tree "$tree" "$files" "$tree_size"
 image_bytes=$(stat -c %s "$image")

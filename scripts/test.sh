@@ -1,56 +1,127 @@
 #!/usr/bin/env bash
 # Sets up and runs every test: installs dependencies, then
-#   1. release build: unit + integration tests (ctest), with a real S3
-#      server on loopback for the S3 tests (scripts/s3-server.sh)
-#   2. ASan/UBSan build: the same tests (the 2 GiB case shrunk)
-#   3. TSan build: the unit tests of the concurrent code (pipeline, backup,
-#      store, and the server, client and their network code)
-#   4. libFuzzer: each decoder's fuzz target for a short run
-# and ends with one line "N passed, N failed".
+#   1. release build (gcc -O2): every unit and integration test (ctest), with
+#      a real S3 server on loopback for the S3 tests (scripts/s3-server.sh);
+#   2. sanitize build (clang, ASan + UBSan, with libFuzzer's coverage): its
+#      unit tests, the release tree's integration tests run against its cairn
+#      binary ($CAIRN_BINARY, the 2 GiB cases shrunk), and every fuzz target
+#      (built in the same tree) for a short run;
+#   3. TSan build (gcc): the unit tests of the concurrent code
+#      (CAIRN_TESTS=concurrency, tests/unit_tests.cmake).
+# It ends with a table of each stage's wall time against its budget (a stage
+# over budget counts as a failure, so CI time growth is seen the day it
+# happens) and one line "N passed, N failed, N skipped".
 #
-#   bash scripts/test.sh            everything (what CI runs)
+#   bash scripts/test.sh            what CI runs
 #   bash scripts/test.sh --quick    release build and tests only
+#   bash scripts/test.sh --full     everything under every sanitizer (before
+#                                   resolving an issue that touches concurrency):
+#                                   TSan runs every unit test and the integration
+#                                   tests against a TSan cairn, fuzzing 60 s each;
+#                                   no budgets
+#
+# Which suites each stage covers, and why: docs/ARCHITECTURE.md, "Testing".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-quick=0
-[[ "${1:-}" == "--quick" ]] && quick=1
-CAIRN_WITH_FUZZ=$((1 - quick)) bash scripts/setup-deps.sh || exit 1
+mode=ci
+case "${1:-}" in
+  --quick) mode=quick ;;
+  --full) mode=full ;;
+  "") ;;
+  *) echo "usage: $0 [--quick|--full]" >&2; exit 2 ;;
+esac
 
+started=$SECONDS
 passed=0
 failed=0
-# Runs ctest in a build dir and adds its counts to the totals.
+skipped=0
+failures=()    # "stage: test" for the summary
+stage_rows=()  # "name|seconds|budget"
+stage_name=
+stage_start=0
+
+# Budgets in seconds for a fresh 2-core machine (no compiler cache), about
+# 1.5x what docs/ARCHITECTURE.md "Testing" measured; a machine that has run
+# the suite before (ccache) is far inside them. --full has none.
+declare -A budget=(
+  [setup]=420 [release build]=720 [release tests]=300
+  [sanitize build]=900 [sanitize tests]=600 [fuzz]=300
+  [tsan build]=360 [tsan tests]=240 [total]=2400
+)
+
+# CPU seconds (user + sys) used so far by this script's finished children,
+# into $cpu_now: beside wall time, a figure that a busy machine changes much
+# less. (`times` reports to the shell that runs it, so no $(...) here.)
+times_file=$(mktemp)
+child_cpu() {
+  times >"$times_file"
+  cpu_now=$(tail -1 "$times_file" | awk 'function sec(t,  m) { m = t; sub(/m.*/, "", m);
+    sub(/^[0-9]+m/, "", t); sub(/s$/, "", t); return m * 60 + t } { printf "%d", sec($1) + sec($2) }')
+}
+stage_cpu=0
+stage_end() {
+  [[ -n $stage_name ]] || return 0
+  local secs=$((SECONDS - stage_start))
+  child_cpu
+  local cpu=$((cpu_now - stage_cpu))
+  stage_rows+=("$stage_name|$secs|${budget[$stage_name]:-}|$cpu")
+  stage_name=
+}
+stage() {
+  stage_end
+  stage_name=$1
+  stage_start=$SECONDS
+  child_cpu
+  stage_cpu=$cpu_now
+  printf '\n=== %s (at %d s)\n' "$1" $((SECONDS - started))
+}
+
+# Runs ctest and adds its counts to the totals; skipped tests (GTEST_SKIP,
+# e.g. the S3 tests without a server) are counted apart from passes.
 run_ctest() {
-  local dir=$1; shift
+  local label=$1 dir=$2
+  shift 2
   local log
   log=$(mktemp)
-  ctest --test-dir "$dir" --output-on-failure -j2 "$@" 2>&1 | tee "$log"
-  local line total bad
+  ctest --test-dir "$dir" --output-on-failure "$@" 2>&1 | tee "$log"
+  local line total bad skip
   line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
   if [[ -z "$line" ]]; then
     failed=$((failed + 1))
+    failures+=("$label: ctest gave no summary")
   else
     total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
     bad=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$line")
-    passed=$((passed + total - bad))
+    skip=$(grep -cE '^[[:space:]]*[0-9]+ - .*\(Skipped\)$' "$log")
+    passed=$((passed + total - bad - skip))
     failed=$((failed + bad))
+    skipped=$((skipped + skip))
+    while IFS= read -r t; do
+      failures+=("$label: $t")
+    done < <(sed -n '/The following tests FAILED:/,$p' "$log" | grep -E '^[[:space:]]*[0-9]+ - ' |
+             sed -E 's/^[[:space:]]*[0-9]+ - //')
   fi
   rm -f "$log"
 }
 
-# Each stage's heading says how long the run has taken so far, so a CI log
-# shows where its minutes went.
-started=$SECONDS
-stage() { printf '\n=== %s (at %d s)\n' "$*" $((SECONDS - started)); }
 build() {
-  cmake --preset "$1" >/dev/null && cmake --build "build/$1" "${@:2}" || { failed=$((failed + 1)); return 1; }
+  local preset=$1
+  shift
+  cmake --preset "$preset" "${configure_args[@]}" >/dev/null &&
+    cmake --build "build/$preset" "$@" || {
+      failed=$((failed + 1))
+      failures+=("$preset: build failed")
+      return 1
+    }
 }
+configure_args=()
 
 # A real S3 server on loopback (Ceph RGW, scripts/s3-server.sh, docs/S3.md)
 # for the S3 datastore tests, which skip without S3_ENDPOINT: started beside
-# the release build, kept for the ASan stage (the S3 backend runs only in
-# those tests), stopped on exit. One that already answers (started by hand)
-# is used and left running. A server that cannot start counts as a failure.
+# the release build, kept for the sanitize stage, stopped on exit. One that
+# already answers (started by hand) is used and left running. A server that
+# cannot start counts as a failure.
 s3_env=${CAIRN_S3_DIR:-/tmp/cairn-s3}/s3.env
 s3_log=$(mktemp)
 s3_pid=
@@ -64,12 +135,6 @@ stop_s3() {
   rm -f "$s3_log"
 }
 trap stop_s3 EXIT
-if bash scripts/s3-server.sh status && [[ -f $s3_env ]]; then
-  echo "using the S3 server already running ($s3_env)" >"$s3_log"
-else
-  bash scripts/s3-server.sh start >"$s3_log" 2>&1 &
-  s3_pid=$!
-fi
 # Waits for the server and exports S3_* (and AWS_*) for the tests.
 wait_s3() {
   if [[ -n $s3_pid ]]; then
@@ -80,6 +145,7 @@ wait_s3() {
       echo "S3 server: could not start (exit $rc); the S3 tests will be skipped (counted as 1 failure):"
       tail -n 20 "$s3_log"
       failed=$((failed + 1))
+      failures+=("release: the S3 server did not start")
       return 0
     fi
     s3_ours=1
@@ -92,23 +158,88 @@ wait_s3() {
   fi
 }
 
-stage "release build + tests"
-build release
-built=$?
-wait_s3
-((built == 0)) && run_ctest build/release
-
-if ((!quick)); then
-  stage "ASan/UBSan build + tests"
-  build asan-ubsan && CAIRN_TEST_LARGE=0 run_ctest build/asan-ubsan
-
-  stage "TSan build + concurrency tests"
-  build tsan --target cairn_unit_tests &&
-    run_ctest build/tsan -R 'Pipeline|BoundedQueue|WorkerGroup|Backup|LocalChunkStore|ImageRestore|TreeRestore|Verify|ProgressBar|PrefixSet|GcTest|Tls|Http|Net|Token|ServerConfig|RemoteUrl|TrustedServers|QueryString|ChunkFrames|TaskManager|S3Client|ConcurrencyController|ChunkCache|StreamReader|OverlayDevice|InstantDevice|NbdSession|NbdServer|SnapshotFs'
-
-  stage "fuzz targets (20 s each)"
-  if bash scripts/fuzz.sh 20; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+stage setup
+with_fuzz=1
+[[ $mode == quick ]] && with_fuzz=0
+CAIRN_WITH_FUZZ=$with_fuzz bash scripts/setup-deps.sh || exit 1
+if bash scripts/s3-server.sh status && [[ -f $s3_env ]]; then
+  echo "using the S3 server already running ($s3_env)" >"$s3_log"
+else
+  bash scripts/s3-server.sh start >"$s3_log" 2>&1 &
+  s3_pid=$!
 fi
 
-printf '\n%d passed, %d failed (%d s)\n' "$passed" "$failed" $((SECONDS - started))
+stage "release build"
+build release
+built=$?
+stage "release tests"
+wait_s3
+# Twice the cores: many tests wait on child processes, fsync and sockets.
+jobs=$(($(nproc) * 2))
+((built == 0)) && run_ctest release build/release -j"$jobs"
+
+if [[ $mode != quick ]]; then
+  stage "sanitize build"
+  fuzz_seconds=15
+  [[ $mode == full ]] && fuzz_seconds=60
+  if build asan-ubsan; then
+    stage "sanitize tests"
+    run_ctest asan-ubsan build/asan-ubsan -j"$jobs"
+    if ((built == 0)); then
+      CAIRN_BINARY=$PWD/build/asan-ubsan/src/cairn CAIRN_TEST_SANITIZED=1 CAIRN_TEST_LARGE=0 \
+        run_ctest "asan-ubsan (integration)" build/release -L integration -j"$jobs"
+    fi
+    stage fuzz
+    if bash scripts/fuzz.sh --no-build "$fuzz_seconds"; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1))
+      failures+=("fuzz: a target failed (scripts/fuzz.sh)")
+    fi
+  fi
+
+  stage "tsan build"
+  if [[ $mode == full ]]; then
+    configure_args=(-DCAIRN_TESTS=unit)
+    build tsan
+  else
+    configure_args=(-DCAIRN_TESTS=concurrency)
+    build tsan --target cairn_unit_tests
+  fi
+  tsan_built=$?
+  configure_args=()
+  stage "tsan tests"
+  if ((tsan_built == 0)); then
+    run_ctest tsan build/tsan -j"$jobs"
+    if [[ $mode == full ]] && ((built == 0)); then
+      CAIRN_BINARY=$PWD/build/tsan/src/cairn CAIRN_TEST_SANITIZED=1 CAIRN_TEST_LARGE=0 \
+        run_ctest "tsan (integration)" build/release -L integration -j"$jobs"
+    fi
+  fi
+fi
+stage_end
+
+# The stage table; a stage over its budget is a failure (not in --full).
+total=$((SECONDS - started))
+child_cpu
+stage_rows+=("total|$total|${budget[total]}|$cpu_now")
+rm -f "$times_file"
+printf '\n%-16s %8s %8s %8s\n' stage seconds budget "cpu s"
+for row in "${stage_rows[@]}"; do
+  IFS='|' read -r name secs limit cpu <<<"$row"
+  [[ $mode == full ]] && limit=
+  flag=
+  if [[ -n $limit ]] && ((secs > limit)); then
+    flag="  OVER BUDGET"
+    failed=$((failed + 1))
+    failures+=("budget: stage '$name' took $secs s, over its $limit s (scripts/test.sh; docs/ARCHITECTURE.md, Testing)")
+  fi
+  printf '%-16s %8d %8s %8d%s\n' "$name" "$secs" "${limit:--}" "$cpu" "$flag"
+done
+if ((${#failures[@]})); then
+  printf '\nfailures:\n'
+  printf '  %s\n' "${failures[@]}"
+fi
+
+printf '\n%d passed, %d failed, %d skipped (%d s)\n' "$passed" "$failed" "$skipped" "$total"
 ((failed == 0))

@@ -84,7 +84,7 @@ TEST_F(CrashTest, BackupKilledAtRandomMomentsLeavesConsistentStore) {
   }
 
   // Fewer kills under sanitizers (each run is slower); still early to late.
-  const int kTrials = kSanitized ? 10 : 24;
+  const int kTrials = CairnSanitized() ? 10 : 24;
   int killed_mid_run = 0;
   for (int trial = 0; trial < kTrials; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));

@@ -463,7 +463,7 @@ TEST_F(GcTest, SecondGcIsRefusedWhileOneRuns) {
 TEST_F(GcTest, BackupsPruneAndGcAtOnceKeepEveryListedSnapshot) {
   constexpr int kGroups = 3;
   // Fewer rounds under sanitizers, where each run of cairn is several times slower.
-  const int kRounds = kSanitized ? 5 : 12;
+  const int kRounds = CairnSanitized() ? 5 : 12;
   constexpr int kImageChunks = 3;
   constexpr int kVariants = 3;
   std::mt19937_64 rng(20260109);

@@ -103,7 +103,29 @@ std::string ToHex(const unsigned char* p, size_t n) {
 
 }  // namespace
 
-const char* CairnBinary() { return CAIRN_BINARY; }
+const char* CairnBinary() {
+  const char* v = std::getenv("CAIRN_BINARY");
+  return v != nullptr && *v != '\0' ? v : CAIRN_BINARY;
+}
+
+// GCC and clang both define __SANITIZE_ADDRESS__ / __SANITIZE_THREAD__ or
+// answer __has_feature for the sanitizer this binary was built with.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+static constexpr bool kBuiltSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+static constexpr bool kBuiltSanitized = true;
+#else
+static constexpr bool kBuiltSanitized = false;
+#endif
+#else
+static constexpr bool kBuiltSanitized = false;
+#endif
+
+bool CairnSanitized() {
+  const char* v = std::getenv("CAIRN_TEST_SANITIZED");
+  return kBuiltSanitized || (v != nullptr && std::string_view(v) == "1");
+}
 
 bool LargeTestsEnabled() {
   const char* v = std::getenv("CAIRN_TEST_LARGE");

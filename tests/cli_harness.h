@@ -42,22 +42,16 @@ inline constexpr uint64_t kGiB = 1024 * kMiB;
 // cairn's image chunk size (docs/FORMAT.md, fixed index).
 inline constexpr uint64_t kChunk = 4 * kMiB;
 
-// Path of the cairn binary under test.
+// Path of the cairn binary under test: $CAIRN_BINARY when set (scripts/test.sh
+// runs the release build's integration tests against the sanitizer builds'
+// binaries that way), else the one built beside these tests.
 const char* CairnBinary();
 
-// True in ASan/TSan builds (GCC and clang both define these): RSS figures mean
-// little there, and stress loops run fewer rounds (every cairn run is slower).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
+// True when the cairn binary under test runs under a sanitizer: this binary
+// was built with one, or $CAIRN_TEST_SANITIZED=1 says the one in
+// $CAIRN_BINARY was. RSS figures mean little then, and stress loops run fewer
+// rounds (every cairn run is several times slower).
+bool CairnSanitized();
 
 // False when CAIRN_TEST_LARGE=0: the 2 GiB and > 4 GiB cases shrink (for
 // sanitizer builds). Default: true.

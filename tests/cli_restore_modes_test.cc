@@ -736,7 +736,7 @@ TEST_F(RestoreModesTest, MemoryBudgetBoundsBytesInFlightAndRss) {
   EXPECT_GT(small.rss, 0u) << info;
   // Sanitizers add shadow memory and quarantines: RSS means nothing there
   // (the bytes-in-flight bound above still holds).
-  const bool rss_meaningful = !kSanitized;
+  const bool rss_meaningful = !CairnSanitized();
   if (rss_meaningful) {
     EXPECT_LT(small.rss, 200 * kMiB) << info;
     EXPECT_LT(large.rss, 200 * kMiB) << info;

@@ -1060,7 +1060,7 @@ TEST_F(TreeTest, SecondBackupReusesUnchangedFilesAndThirdSeesChanges) {
 // --- 3. many empty files ----------------------------------------------------------
 
 TEST_F(TreeTest, ManyEmptyFiles) {
-  const int count = LargeTestsEnabled() && !kSanitized ? 100000 : 10000;
+  const int count = LargeTestsEnabled() && !CairnSanitized() ? 100000 : 10000;
   const int per_dir = count / 5;
   const std::string src = Path("src");
   MakeDir(src);

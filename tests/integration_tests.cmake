@@ -3,7 +3,8 @@
 # CAIRN_TEST_LARGE=0 shrinks the 2 GiB and > 4 GiB cases (sanitizer builds);
 # CAIRN_TEST_TMPDIR picks where their temporary directories go. The S3 tests
 # (cli_s3_test.cc) run against the server in S3_ENDPOINT (scripts/s3-server.sh)
-# and skip without it; they look at the bucket with cairn_s3.
+# and skip without it; they look at the bucket with cairn_s3. $CAIRN_BINARY
+# runs them against another build's binary (the sanitizer stages do).
 add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_harness.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_fixture.cc
@@ -14,6 +15,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_malformed_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_verify_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_admin_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_adversarial_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_dedup_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_encryption_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_benchmark_test.cc
@@ -35,12 +37,13 @@ target_compile_definitions(cairn_integration_tests PRIVATE
   CAIRN_BINARY="$<TARGET_FILE:cairn>")
 target_link_libraries(cairn_integration_tests PRIVATE
   GTest::gtest_main nlohmann_json::nlohmann_json OpenSSL::SSL OpenSSL::Crypto Threads::Threads
-  cairn_index cairn_s3)
+  cairn_index cairn_net cairn_s3)
 add_dependencies(cairn_integration_tests cairn)
 if(CAIRN_PCH)
   target_precompile_headers(cairn_integration_tests PRIVATE <gtest/gtest.h> <nlohmann/json.hpp>)
 endif()
-gtest_discover_tests(cairn_integration_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
+gtest_discover_tests(cairn_integration_tests DISCOVERY_TIMEOUT 60
+  PROPERTIES TIMEOUT 900 LABELS integration)
 # GCC 12 at -O1 with sanitizers reports a false maybe-uninitialized inside
 # libstdc++'s <regex> (the tests match output lines with std::regex).
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")

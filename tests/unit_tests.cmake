@@ -1,6 +1,49 @@
 # Unit tests: one binary, sources beside the code (src/<module>/<file>_test.cc).
 # Every file is listed; no globbing.
-add_executable(cairn_unit_tests
+# The unit tests of the concurrent code (pipeline, stores, the three flows,
+# gc, the server, its client and their network code, the S3 client, the
+# chunk cache, readahead, instant and overlay devices, NBD, the mount): the
+# only ones the TSan stage of scripts/test.sh builds and runs
+# (CAIRN_TESTS=concurrency; docs/ARCHITECTURE.md, "Testing").
+set(CAIRN_CONCURRENCY_TEST_SOURCES
+  ${PROJECT_SOURCE_DIR}/src/store/local_chunk_store_test.cc
+  ${PROJECT_SOURCE_DIR}/src/store/injecting_source_test.cc
+  ${PROJECT_SOURCE_DIR}/src/datastore/datastore_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/bounded_queue_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/buffer_pool_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/fair_queue_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/concurrency_controller_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/fetch_pipeline_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/worker_group_test.cc
+  ${PROJECT_SOURCE_DIR}/src/backup/backup_test.cc
+  ${PROJECT_SOURCE_DIR}/src/backup/image_backup_test.cc
+  ${PROJECT_SOURCE_DIR}/src/backup/tree_backup_test.cc
+  ${PROJECT_SOURCE_DIR}/src/restore/image_restore_test.cc
+  ${PROJECT_SOURCE_DIR}/src/restore/tree_restore_test.cc
+  ${PROJECT_SOURCE_DIR}/src/verify/ledger_test.cc
+  ${PROJECT_SOURCE_DIR}/src/verify/verify_test.cc
+  ${PROJECT_SOURCE_DIR}/src/maintenance/gc_test.cc
+  ${PROJECT_SOURCE_DIR}/src/cli/progress_bar_test.cc
+  ${PROJECT_SOURCE_DIR}/src/net/net_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/tasks_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/backup_session_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/tokens_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/read_grants_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/scrub_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/audit_log_test.cc
+  ${PROJECT_SOURCE_DIR}/src/remote/chunk_frames_test.cc
+  ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
+  ${PROJECT_SOURCE_DIR}/src/s3/s3_client_test.cc
+  ${PROJECT_SOURCE_DIR}/src/access/chunk_cache_test.cc
+  ${PROJECT_SOURCE_DIR}/src/access/instant_device_test.cc
+  ${PROJECT_SOURCE_DIR}/src/access/overlay_device_test.cc
+  ${PROJECT_SOURCE_DIR}/src/access/stream_reader_test.cc
+  ${PROJECT_SOURCE_DIR}/src/mount/snapshot_fs_test.cc
+  ${PROJECT_SOURCE_DIR}/src/nbd/nbd_server_test.cc
+  ${PROJECT_SOURCE_DIR}/src/nbd/nbd_session_test.cc
+)
+# Every other unit test (single-threaded code: formats, codecs, parsers).
+set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/base/bytes_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/fault_injection_env_test.cc
@@ -16,49 +59,24 @@ add_executable(cairn_unit_tests
   ${PROJECT_SOURCE_DIR}/src/index/dynamic_index_test.cc
   ${PROJECT_SOURCE_DIR}/src/index/fixed_index_test.cc
   ${PROJECT_SOURCE_DIR}/src/index/manifest_test.cc
-  ${PROJECT_SOURCE_DIR}/src/store/local_chunk_store_test.cc
-  ${PROJECT_SOURCE_DIR}/src/store/injecting_source_test.cc
-  ${PROJECT_SOURCE_DIR}/src/datastore/datastore_test.cc
   ${PROJECT_SOURCE_DIR}/src/datastore/snapshot_ref_test.cc
   ${PROJECT_SOURCE_DIR}/src/datastore/snapshot_writer_test.cc
   ${PROJECT_SOURCE_DIR}/src/tree/fs_meta_test.cc
   ${PROJECT_SOURCE_DIR}/src/tree/tree_format_test.cc
-  ${PROJECT_SOURCE_DIR}/src/pipeline/bounded_queue_test.cc
-  ${PROJECT_SOURCE_DIR}/src/pipeline/buffer_pool_test.cc
-  ${PROJECT_SOURCE_DIR}/src/pipeline/concurrency_controller_test.cc
-  ${PROJECT_SOURCE_DIR}/src/pipeline/fetch_pipeline_test.cc
-  ${PROJECT_SOURCE_DIR}/src/pipeline/worker_group_test.cc
-  ${PROJECT_SOURCE_DIR}/src/backup/backup_test.cc
-  ${PROJECT_SOURCE_DIR}/src/backup/image_backup_test.cc
-  ${PROJECT_SOURCE_DIR}/src/backup/tree_backup_test.cc
-  ${PROJECT_SOURCE_DIR}/src/restore/image_restore_test.cc
   ${PROJECT_SOURCE_DIR}/src/restore/restore_test.cc
-  ${PROJECT_SOURCE_DIR}/src/restore/tree_restore_test.cc
-  ${PROJECT_SOURCE_DIR}/src/access/chunk_cache_test.cc
-  ${PROJECT_SOURCE_DIR}/src/access/instant_device_test.cc
-  ${PROJECT_SOURCE_DIR}/src/access/overlay_device_test.cc
-  ${PROJECT_SOURCE_DIR}/src/access/stream_reader_test.cc
-  ${PROJECT_SOURCE_DIR}/src/mount/snapshot_fs_test.cc
-  ${PROJECT_SOURCE_DIR}/src/nbd/nbd_server_test.cc
-  ${PROJECT_SOURCE_DIR}/src/nbd/nbd_session_test.cc
-  ${PROJECT_SOURCE_DIR}/src/verify/ledger_test.cc
-  ${PROJECT_SOURCE_DIR}/src/verify/verify_test.cc
-  ${PROJECT_SOURCE_DIR}/src/maintenance/gc_test.cc
   ${PROJECT_SOURCE_DIR}/src/maintenance/prune_test.cc
   ${PROJECT_SOURCE_DIR}/src/perf/machine_bench_test.cc
-  ${PROJECT_SOURCE_DIR}/src/cli/progress_bar_test.cc
-  ${PROJECT_SOURCE_DIR}/src/net/net_test.cc
-  ${PROJECT_SOURCE_DIR}/src/server/tasks_test.cc
-  ${PROJECT_SOURCE_DIR}/src/server/backup_session_test.cc
-  ${PROJECT_SOURCE_DIR}/src/server/tokens_test.cc
-  ${PROJECT_SOURCE_DIR}/src/remote/chunk_frames_test.cc
-  ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_rgw_test.cc
-  ${PROJECT_SOURCE_DIR}/src/s3/s3_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_xml_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/sigv4_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3store/s3_location_test.cc
 )
+if(CAIRN_TESTS STREQUAL "concurrency")
+  add_executable(cairn_unit_tests ${CAIRN_CONCURRENCY_TEST_SOURCES})
+else()
+  add_executable(cairn_unit_tests ${CAIRN_CONCURRENCY_TEST_SOURCES}
+    ${CAIRN_OTHER_UNIT_TEST_SOURCES})
+endif()
 # Tests include "tests/unit_test_util.h".
 target_include_directories(cairn_unit_tests PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(cairn_unit_tests PRIVATE
@@ -67,4 +85,4 @@ if(CAIRN_PCH)
   target_precompile_headers(cairn_unit_tests PRIVATE <gtest/gtest.h> <gmock/gmock.h>
     <nlohmann/json.hpp> <fmt/format.h>)
 endif()
-gtest_discover_tests(cairn_unit_tests DISCOVERY_TIMEOUT 60)
+gtest_discover_tests(cairn_unit_tests DISCOVERY_TIMEOUT 60 PROPERTIES LABELS unit)

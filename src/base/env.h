@@ -105,6 +105,8 @@ class Env {
   // Entry names without "." and "..", unsorted.
   virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  // As Rename, but AlreadyExists instead of replacing an existing `to`.
+  virtual Status RenameNoReplace(const std::string& from, const std::string& to) = 0;
   virtual Status RemoveFile(const std::string& path) = 0;
   virtual Status RemoveDir(const std::string& path) = 0;  // must be empty
   // fsync on the directory, making renames and creations in it durable.
@@ -151,6 +153,9 @@ class EnvWrapper : public Env {
   }
   Status Rename(const std::string& f, const std::string& t) override {
     return target_->Rename(f, t);
+  }
+  Status RenameNoReplace(const std::string& f, const std::string& t) override {
+    return target_->RenameNoReplace(f, t);
   }
   Status RemoveFile(const std::string& p) override { return target_->RemoveFile(p); }
   Status RemoveDir(const std::string& p) override { return target_->RemoveDir(p); }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -316,6 +317,22 @@ class PosixEnv final : public Env {
   Status Rename(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) {
       return ErrnoToStatus(errno, fmt::format("rename {} to {}", from, to));
+    }
+    return Status::Ok();
+  }
+
+  Status RenameNoReplace(const std::string& from, const std::string& to) override {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0) {
+      if (errno != EINVAL && errno != ENOSYS) {
+        if (errno == EEXIST) return AlreadyExistsError(fmt::format("{} already exists", to));
+        return ErrnoToStatus(errno, fmt::format("rename {} to {}", from, to));
+      }
+      // A file system without RENAME_NOREPLACE: link(2) refuses to replace too.
+      if (::link(from.c_str(), to.c_str()) != 0) {
+        if (errno == EEXIST) return AlreadyExistsError(fmt::format("{} already exists", to));
+        return ErrnoToStatus(errno, fmt::format("link {} to {}", from, to));
+      }
+      ::unlink(from.c_str());
     }
     return Status::Ok();
   }

@@ -1,8 +1,12 @@
 #include "cli/cli_util.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -196,5 +200,22 @@ std::string HumanRate(uint64_t bytes, double secs) {
 }
 
 void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+Status CreatePrivateDirs(const std::string& dir) {
+  std::filesystem::path path = std::filesystem::path(dir).lexically_normal();
+  std::filesystem::path partial;
+  for (const auto& part : path) {
+    partial /= part;
+    if (part.empty() || part == "/" || part == ".") continue;
+    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+      return ErrnoToStatus(errno, fmt::format("creating directory {}", partial.string()));
+    }
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, fmt::format("stat {}", dir));
+  if (!S_ISDIR(st.st_mode))
+    return FailedPreconditionError(fmt::format("{} is not a directory", dir));
+  return Status::Ok();
+}
 
 }  // namespace cairn::cli

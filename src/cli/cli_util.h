@@ -43,6 +43,11 @@ int ExitCodeFor(const Status& s);
 // Prints "cairn: error: <message>" on stderr and sets ctx.exit_code.
 void Fail(Context& ctx, const Status& s);
 
+// Creates `dir` and its missing parents, each new one mode 0700: the state
+// directory holds secrets (token hashes, the TLS key). FailedPrecondition
+// when `dir` is not a directory.
+Status CreatePrivateDirs(const std::string& dir);
+
 // Opens the datastore named by ctx.repo: a path, or https://HOST:PORT/STORE
 // (a server: remote/remote_repo.h; ctx.env becomes the MirrorEnv over the
 // one it had).

@@ -2,6 +2,7 @@
 // --config FILE, or for a quick start from --listen, --store NAME=PATH and
 // --state-dir. Runs until SIGINT or SIGTERM, then stops gracefully.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <map>
@@ -57,12 +58,19 @@ Status Serve(Context& ctx, const ServeArgs& args) {
         "log '{}': only \"stderr\" is supported; under systemd, stderr goes to the journal",
         config.log));
   }
-  CAIRN_RETURN_IF_ERROR(CreateDirs(*ctx.env, config.state_dir)
+  // The state directory holds the token hashes, the TLS key, the tasks and
+  // the audit log: made 0700, as `cairn token` makes it.
+  CAIRN_RETURN_IF_ERROR(CreatePrivateDirs(config.state_dir)
                             .WithContext(fmt::format("state directory {}", config.state_dir)));
+  if (struct stat st; ::stat(config.state_dir.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    ctx.logger->Warn("state directory {} is open to group or others (mode {:04o}): chmod 700 it",
+                     config.state_dir, st.st_mode & 07777);
+  }
   for (const std::string& file : {config.cert_file, config.key_file}) {
-    CAIRN_RETURN_IF_ERROR(CreateDirs(*ctx.env, DirName(file)));
+    CAIRN_RETURN_IF_ERROR(CreatePrivateDirs(DirName(file)));
   }
   CAIRN_RETURN_IF_ERROR(net::EnsureCertificate(config.cert_file, config.key_file));
+  CAIRN_RETURN_IF_ERROR(net::CheckPrivateKeyFile(config.key_file));
   CAIRN_ASSIGN_OR_RETURN(std::string fingerprint, net::CertificateFingerprint(config.cert_file));
   CAIRN_ASSIGN_OR_RETURN(auto tokens, server::TokenStore::Open(config.state_dir));
   // The environments of object-store datastores (each caches its metadata
@@ -87,9 +95,10 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   }
   std::vector<std::string> names;
   for (const auto& [name, path] : config.stores) names.push_back(name + "=" + path);
-  server::ApiOptions api_options;
+  server::ApiOptions api_options = config.api;
   api_options.state_dir = config.state_dir;
-  api_options.session_timeout = std::chrono::seconds(config.session_timeout_s);
+  api_options.sessions = config.sessions;
+  api_options.max_body_bytes = config.limits.max_body_bytes;
   auto api = std::make_shared<server::Api>(*ctx.env, *ctx.logger, *tokens, std::move(stores),
                                            std::move(api_options));
 
@@ -102,11 +111,13 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   CAIRN_ASSIGN_OR_RETURN(
-      auto http, net::HttpServer::Start(config.ToServerOptions(),
-                                        [api](const net::HttpRequest& request,
-                                              net::ResponseWriter& response) {
-                                          api->Handle(request, response);
-                                        }));
+      auto http,
+      net::HttpServer::Start(
+          config.ToServerOptions(),
+          [api](const net::HttpRequest& request, net::ResponseWriter& response) {
+            api->Handle(request, response);
+          },
+          [api](const net::HttpRequest& header) { return api->Admit(header); }));
   std::string urls;
   for (const std::string& e : http->endpoints()) urls += (urls.empty() ? "" : ", ") + ("https://" + e);
   // One line on stdout that scripts (and the tests) wait for.
@@ -118,8 +129,10 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   ctx.logger->Info("signal {}: stopping (requests in progress get 10 s to finish)", sig);
   http->Stop();
   auto stats = http->stats();
-  ctx.logger->Info("stopped: {} connections, {} requests, {} refused, {} bad requests",
-                   stats.connections_accepted, stats.requests, stats.connections_refused,
+  ctx.logger->Info("stopped: {} connections ({} refused, {} evicted), {} requests ({} refused, {} "
+                   "bad)",
+                   stats.connections_accepted, stats.connections_refused,
+                   stats.connections_evicted, stats.requests, stats.requests_refused,
                    stats.bad_requests);
   return Status::Ok();
 }

@@ -55,25 +55,6 @@ Result<server::ServerConfig> ResolveState(const StateArgs& args) {
   return config;
 }
 
-// Creates `dir` and its missing parents, each new one mode 0700: the state
-// directory holds secrets (token hashes, the TLS key).
-Status CreatePrivateDirs(const std::string& dir) {
-  std::filesystem::path path = std::filesystem::path(dir).lexically_normal();
-  std::filesystem::path partial;
-  for (const auto& part : path) {
-    partial /= part;
-    if (part.empty() || part == "/" || part == ".") continue;
-    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
-      return ErrnoToStatus(errno, fmt::format("creating directory {}", partial.string()));
-    }
-  }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, fmt::format("stat {}", dir));
-  if (!S_ISDIR(st.st_mode))
-    return FailedPreconditionError(fmt::format("{} is not a directory", dir));
-  return Status::Ok();
-}
-
 bool Exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;

@@ -2,6 +2,7 @@
 // client talking to each other over TLS on 127.0.0.1.
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <openssl/pem.h>
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <sstream>
@@ -202,11 +204,18 @@ TEST(NetTest, UrlEncode) {
 // A raw client socket for misbehaving-client tests; closes itself.
 class RawSocket {
  public:
-  explicit RawSocket(uint16_t port) {
+  // `from`: the loopback address to connect from.
+  explicit RawSocket(uint16_t port, const char* from = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     timeval tv{5, 0};  // a safety net: no test waits this long
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (from != nullptr) {
+      sockaddr_in src{};
+      src.sin_family = AF_INET;
+      ::inet_pton(AF_INET, from, &src.sin_addr);
+      if (::bind(fd_, reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0) return;
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -276,7 +285,7 @@ class HttpTest : public ::testing::Test {
 
   void StartServer() {
     auto s = HttpServer::Start(
-        options_, [this](const HttpRequest& req, ResponseWriter& w) { Handle(req, w); });
+        options_, [this](const HttpRequest& req, ResponseWriter& w) { Handle(req, w); }, admitter_);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
     ASSERT_EQ(server_->endpoints().size(), 1u);
@@ -312,19 +321,38 @@ class HttpTest : public ::testing::Test {
       w.SendText(200, out);
     } else if (req.path == "/stream") {
       size_t size = std::stoul(req.query.at("size"));
-      Bytes data = PatternBytes(size);
-      if (!w.BeginStream(200, "application/octet-stream").ok()) return;
-      for (size_t off = 0; off < size; off += 1 << 20) {
-        size_t n = std::min<size_t>(1 << 20, size - off);
-        if (!w.Write(ByteSpan(data).subspan(off, n)).ok()) return;
-      }
-      w.End().IgnoreError();  // the client may have gone
+      auto data = std::make_shared<Bytes>(PatternBytes(size));
+      auto off = std::make_shared<size_t>(0);
+      w.Stream(200, "application/octet-stream",
+               [data, off](ResponseWriter::StreamPieces* out, bool* done) {
+                 size_t n = std::min<size_t>(1 << 20, data->size() - *off);
+                 ReadBuffer piece = out->Take();
+                 piece.Resize(n);
+                 std::memcpy(piece.data(), data->data() + *off, n);
+                 out->Push(std::move(piece));
+                 *off += n;
+                 *done = *off == data->size();
+                 return Status::Ok();
+               });
     } else if (req.path == "/endless") {
-      Bytes data(64 << 10, 'x');
-      if (!w.BeginStream(200, "application/octet-stream").ok()) return;
-      while (w.Write(data).ok()) {
-      }
-      endless_done_ = true;
+      // Never done; the flag says when the server let go of the producer
+      // (the client went away), and producing counts the pieces asked.
+      struct Flag {
+        std::atomic<bool>* done;
+        ~Flag() { *done = true; }
+      };
+      std::shared_ptr<Flag> flag(new Flag{&endless_done_});
+      std::atomic<int>* produced = &endless_pieces_;
+      w.Stream(200, "application/octet-stream",
+               [flag, produced](ResponseWriter::StreamPieces* out, bool*) {
+                 ++*produced;
+                 out->Append(Bytes(64 << 10, 'x'));
+                 return Status::Ok();
+               });
+    } else if (req.path == "/block") {
+      blocked_++;
+      release_.wait();
+      w.SendText(200, "released");
     } else if (req.path == "/silent") {
       // Returns without responding.
     } else if (req.path == "/throw") {
@@ -341,6 +369,11 @@ class HttpTest : public ::testing::Test {
   uint16_t port_ = 0;
   std::atomic<int> handled_{0};
   std::atomic<bool> endless_done_{false};
+  std::atomic<int> endless_pieces_{0};
+  Admitter admitter_;
+  std::atomic<int> blocked_{0};
+  std::promise<void> unblock_;
+  std::shared_future<void> release_ = unblock_.get_future().share();
 };
 
 TEST_F(HttpTest, EchoesGetAndPut) {
@@ -573,10 +606,11 @@ TEST_F(HttpTest, RefusesTlsBelow12) {
 }
 
 TEST_F(HttpTest, ClosesStalledRequest) {
-  // The deadline covers the TLS handshake too: 300 ms could run out during
-  // it on a loaded machine under TSan. 1.5 s stays well inside the 5 s
-  // safety net that tells "closed by the deadline" from "hung".
-  options_.request_timeout = 1500ms;
+  // A header that never ends is cut off by the header deadline. 1.5 s: 300
+  // ms could run out on a loaded machine under TSan, and 1.5 s stays well
+  // inside the 5 s safety net that tells "closed by the deadline" from
+  // "hung".
+  options_.header_timeout = 1500ms;
   StartServer();
   RawSocket raw(port_);
   ASSERT_TRUE(raw.connected());
@@ -610,11 +644,12 @@ TEST_F(HttpTest, ClosesIdleConnection) {
 TEST_F(HttpTest, EnforcesMaxConnections) {
   options_.max_connections = 2;
   StartServer();
+  // Each client sends a request (it is then an authenticated one, which is
+  // never evicted to make room).
   auto a = ConnectOrDie();
+  ASSERT_TRUE(a && a->Request("GET", "/echo").ok());
   auto b = ConnectOrDie();
-  ASSERT_TRUE(a && b);
-  ASSERT_TRUE(a->Request("GET", "/echo").ok());
-  ASSERT_TRUE(b->Request("GET", "/echo").ok());
+  ASSERT_TRUE(b && b->Request("GET", "/echo").ok());
 
   auto c = HttpConnection::Connect(Client());
   EXPECT_EQ(c.status().code(), StatusCode::kUnavailable) << c.status().ToString();
@@ -716,6 +751,8 @@ TEST_F(HttpTest, StopsWithStreamInFlight) {
 }
 
 TEST_F(HttpTest, SlowReaderDoesNotBlockOthers) {
+  // One worker: a response the client does not take must not hold it.
+  options_.worker_threads = 1;
   StartServer();
   std::promise<void> stalled;
   std::promise<void> release;
@@ -749,6 +786,111 @@ TEST_F(HttpTest, SlowReaderDoesNotBlockOthers) {
   // The handler sees the client gone.
   for (int i = 0; i < 200 && !endless_done_; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(endless_done_);
+}
+
+TEST_F(HttpTest, RefusedRequestsAreAnsweredBeforeTheirBody) {
+  admitter_ = [](const HttpRequest& h) {
+    Admission a;
+    if (h.headers.count("authorization") == 0) {
+      a.status = 401;
+      a.body = R"({"error": "who?"})";
+    } else {
+      a.max_body = 1000;
+      a.tenant = h.headers.at("authorization");
+      a.authenticated = true;
+    }
+    return a;
+  };
+  StartServer();
+  for (const char* head : {"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 50000000\r\n\r\n",
+                           "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: me\r\n"
+                           "Content-Length: 5000\r\n\r\n"}) {
+    RawSocket raw(port_);
+    ASSERT_TRUE(raw.connected() && raw.StartTls());
+    ASSERT_TRUE(raw.WriteTls(head));  // and no body: the answer comes anyway
+    std::string got;
+    EXPECT_TRUE(raw.ReadTlsUntilClosed(&got));
+    EXPECT_NE(got.find(std::string_view(head).find("Authorization") == std::string_view::npos
+                           ? "HTTP/1.1 401"
+                           : "HTTP/1.1 413"),
+              std::string::npos)
+        << got;
+  }
+  EXPECT_EQ(handled_, 0);
+  auto c = Client();
+  c.authorization = "me";
+  auto conn = HttpConnection::Connect(c);
+  ASSERT_TRUE(conn.ok());
+  auto r = (*conn)->Request("PUT", "/echo", AsBytes("small"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(HttpTest, ATenantOverItsLimitGets429AndOthersAreServed) {
+  options_.max_requests_per_tenant = 1;
+  admitter_ = [](const HttpRequest& h) {
+    Admission a;
+    a.max_body = 1000;
+    a.tenant = h.headers.count("authorization") ? h.headers.at("authorization") : "";
+    a.authenticated = true;
+    return a;
+  };
+  StartServer();
+  auto as = [&](const char* who) {
+    auto c = Client();
+    c.authorization = who;
+    auto conn = HttpConnection::Connect(c);
+    EXPECT_TRUE(conn.ok());
+    return conn.ok() ? std::move(*conn) : nullptr;
+  };
+  auto busy = as("busy");
+  std::thread held([&] { EXPECT_TRUE(busy->Request("GET", "/block").ok()); });
+  for (int i = 0; i < 500 && blocked_ == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(blocked_, 1);
+  auto again = as("busy")->Request("GET", "/echo");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->status, 429);
+  auto other = as("other")->Request("GET", "/echo");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->status, 200);
+  unblock_.set_value();
+  held.join();
+}
+
+TEST_F(HttpTest, CapsConnectionsPerAddress) {
+  ::signal(SIGPIPE, SIG_IGN);  // the refused handshake writes to a closed socket
+  options_.max_connections_per_address = 2;
+  StartServer();
+  RawSocket a(port_), b(port_), c(port_);
+  ASSERT_TRUE(a.StartTls() && b.StartTls());
+  EXPECT_FALSE(c.StartTls());  // a third from 127.0.0.1: closed at once
+  RawSocket d(port_, "127.0.0.2");
+  EXPECT_TRUE(d.StartTls());
+  EXPECT_GE(server_->stats().connections_refused, 1u);
+}
+
+TEST_F(HttpTest, EvictsTheOldestUnauthenticatedConnection) {
+  options_.max_connections = 4;
+  StartServer();
+  // An authenticated client, then idle sockets from three addresses: the
+  // unauthenticated may hold half the slots; the oldest goes first.
+  auto conn = ConnectOrDie();
+  ASSERT_TRUE(conn && conn->Request("GET", "/echo").ok());
+  RawSocket x1(port_, "127.0.0.3"), x2(port_, "127.0.0.4"), x3(port_, "127.0.0.5");
+  ASSERT_TRUE(x1.connected() && x2.connected() && x3.connected());
+  char byte;
+  EXPECT_EQ(::recv(x1.fd(), &byte, 1, 0), 0) << "evicted";
+  EXPECT_TRUE(conn->Request("GET", "/echo").ok());
+  EXPECT_GE(server_->stats().connections_evicted, 1u);
+}
+
+TEST_F(HttpTest, HandshakeTimeoutClosesSilentSockets) {
+  options_.handshake_timeout = 300ms;
+  StartServer();
+  RawSocket silent(port_);
+  ASSERT_TRUE(silent.connected());
+  char byte;
+  EXPECT_EQ(::recv(silent.fd(), &byte, 1, 0), 0);  // closed well before the 5 s safety net
 }
 
 TEST_F(HttpTest, ReportsBindAndCertificateErrors) {

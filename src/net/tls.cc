@@ -18,6 +18,8 @@
 #include <cstdio>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "base/unique_fd.h"
 
 namespace cairn::net {
@@ -265,6 +267,21 @@ Status EnsureCertificate(const std::string& cert_path, const std::string& key_pa
     ERR_clear_error();
     return FailedPreconditionError("TLS key " + key_path + " does not match the certificate " +
                                    cert_path);
+  }
+  return Status::Ok();
+}
+
+Status CheckPrivateKeyFile(const std::string& key_path) {
+  struct stat st;
+  if (::stat(key_path.c_str(), &st) != 0) return ErrnoToStatus(errno, "stat " + key_path);
+  if (!S_ISREG(st.st_mode)) {
+    return FailedPreconditionError("TLS key " + key_path + " is not a regular file");
+  }
+  if ((st.st_mode & 077) != 0) {
+    return PermissionDeniedError(fmt::format(
+        "TLS key {} is accessible by group or others (mode {:04o}): refusing to use it; run "
+        "chmod 600 {}",
+        key_path, st.st_mode & 07777, key_path));
   }
   return Status::Ok();
 }

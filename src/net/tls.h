@@ -32,6 +32,11 @@ Status GenerateSelfSigned(const std::string& cert_path, const std::string& key_p
 Status EnsureCertificate(const std::string& cert_path, const std::string& key_path,
                          const std::vector<std::string>& extra_names = {});
 
+// The server's private key must be its own: PermissionDenied when `key_path`
+// may be read or written by group or others ("run chmod 600 …"),
+// FailedPrecondition when it is not a regular file. As for tokens.json.
+Status CheckPrivateKeyFile(const std::string& key_path);
+
 // The display form ("ab:cd:…") of the fingerprint of a DER certificate.
 std::string FingerprintOfDer(ByteSpan der);
 // The fingerprint of the first certificate in a PEM file.

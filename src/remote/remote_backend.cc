@@ -11,8 +11,12 @@ namespace {
 
 using nlohmann::json;
 
-// A batch is sent when it holds this many bytes.
+// A batch is sent when it holds this many bytes, or when its chunks decode
+// to this many (the server decodes and hashes plain chunks, and caps what
+// one request may decode to: limits.max_decoded_mib_per_request, 1 GiB by
+// default; a batch ends at most one chunk, 16 MiB, past this).
 constexpr size_t kBatchBytes = 4 << 20;
+constexpr uint64_t kBatchRawBytes = uint64_t{256} << 20;
 // Batches waiting per upload thread before Insert() waits.
 constexpr size_t kQueuedPerThread = 2;
 
@@ -78,6 +82,7 @@ void RemoteChunkSink::StartSession(std::string session_path) {
   uploaded_.clear();
   current_.clear();
   current_chunks_ = 0;
+  current_raw_ = 0;
   error_ = Status::Ok();
 }
 
@@ -88,6 +93,7 @@ void RemoteChunkSink::EndSession() {
   uploaded_.clear();
   current_.clear();
   current_chunks_ = 0;
+  current_raw_ = 0;
 }
 
 Result<store::InsertResult> RemoteChunkSink::Insert(const store::ChunkId& id, ByteSpan stored) {
@@ -101,9 +107,11 @@ Result<store::InsertResult> RemoteChunkSink::Insert(const store::ChunkId& id, By
   format::PutU32(&current_[at + 32], static_cast<uint32_t>(stored.size()));
   std::memcpy(&current_[at + server::kUploadFrameHeaderSize], stored.data(), stored.size());
   ++current_chunks_;
+  // The blob header's raw_size (docs/FORMAT.md, "Blob"): what it decodes to.
+  if (stored.size() >= 20) current_raw_ += format::GetU32(&stored[16]);
   stats_.chunks++;
   stats_.bytes += stored.size();
-  if (current_.size() >= kBatchBytes) QueueCurrent(lock);
+  if (current_.size() >= kBatchBytes || current_raw_ >= kBatchRawBytes) QueueCurrent(lock);
   if (!error_.ok()) return error_;
   return store::InsertResult{true, stored.size()};
 }
@@ -116,6 +124,7 @@ void RemoteChunkSink::QueueCurrent(std::unique_lock<std::mutex>& lock) {
   queue_.push_back(std::move(current_));
   current_ = Bytes();
   current_chunks_ = 0;
+  current_raw_ = 0;
   stats_.batches++;
   // One more thread while the queue grows, up to the limit.
   if (static_cast<int>(workers_.size()) < max_connections_ &&

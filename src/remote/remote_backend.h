@@ -7,7 +7,7 @@
 //     target uploads each index and blob file, and Commit sends the manifest
 //     (built and, with a key, signed on the client, as locally);
 //   - chunks go to a RemoteChunkSink: Insert() adds the chunk to a batch;
-//     full batches (4 MiB) are uploaded by up to 4 threads, each on its own
+//     full batches (4 MiB, or 256 MiB once decoded) are uploaded by up to 4 threads, each on its own
 //     keep-alive connection, while the backup goes on; Flush() (before the
 //     manifest) waits for all and returns the first error. Memory is bounded
 //     by the batches in flight (2 per thread).
@@ -74,6 +74,7 @@ class RemoteChunkSink : public store::ChunkSink {
   std::unordered_set<store::ChunkId, crypto::DigestHash> uploaded_;
   Bytes current_;
   size_t current_chunks_ = 0;
+  uint64_t current_raw_ = 0;  // what current_'s chunks decode to
   std::deque<Bytes> queue_;
   int in_flight_ = 0;
   Status error_;

@@ -175,6 +175,7 @@ Status RemoteClient::ErrorFor(const net::HttpResponse& response, std::string_vie
     case 403: return PermissionDeniedError(text);
     case 404: return NotFoundError(text);
     case 409: return FailedPreconditionError(text);
+    case 429:  // too many requests of this token at once: retried
     case 503: return UnavailableError(text);
     default: return response.status >= 500 ? InternalError(text) : UnknownError(text);
   }
@@ -200,7 +201,7 @@ Result<Bytes> RemoteClient::Call(std::string_view method, const std::string& pat
     Release(std::move(*c));
     if (response->status / 100 == 2) return std::move(response->body);
     last = ErrorFor(*response, method, path);
-    if (response->status != 503) return last;
+    if (response->status != 503 && response->status != 429) return last;
   }
   return last.WithContext(fmt::format("after {} attempts", kAttempts));
 }
@@ -230,7 +231,7 @@ Status RemoteClient::CallStreaming(std::string_view method, const std::string& p
     Release(std::move(*c));
     if (response->status / 100 == 2) return Status::Ok();
     last = ErrorFor(*response, method, path);
-    if (response->status != 503) return last;
+    if (response->status != 503 && response->status != 429) return last;
   }
   return last.WithContext(fmt::format("after {} attempts", kAttempts));
 }

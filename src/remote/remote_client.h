@@ -4,8 +4,9 @@
 //
 // A call that fails in transport (net::HttpConnection's Unavailable) is
 // retried on a fresh connection with backoff (0.1 s, 0.4 s, 1.6 s); an HTTP
-// error answer is never retried except 503. HTTP errors map to Status codes
-// (401/403 PermissionDenied, 404 NotFound, 400 InvalidArgument, 5xx
+// error answer is never retried except 503 and 429 (the token has too many
+// requests in progress). HTTP errors map to Status codes (401/403
+// PermissionDenied, 404 NotFound, 400 InvalidArgument, 429 and 5xx
 // Unavailable) with the server's message and the URL.
 //
 // Thread safety: all methods may be called concurrently.

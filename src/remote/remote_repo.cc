@@ -130,13 +130,24 @@ Status MirrorEnv::MaybeFetch(const std::string& path) {
   if (!IsFetchable(name) || !SplitSnapshotDir(rel.substr(0, slash), &ns, &snapshot)) {
     return Status::Ok();
   }
-  if (base_->Stat(path).ok()) return Status::Ok();
-  CAIRN_ASSIGN_OR_RETURN(
-      Bytes data,
-      client_->Call("GET", client_->StorePath("/file" + QueryString({{"ns", ns},
-                                                                     {"snapshot", snapshot},
-                                                                     {"name", std::string(name)}}))));
-  return WriteFileReplacing(*base_, path, data);
+  const bool index = !name.ends_with(".blob");
+  {
+    std::lock_guard lock(mu_);
+    if (granted_.contains(path)) return Status::Ok();
+  }
+  const std::string query =
+      QueryString({{"ns", ns}, {"snapshot", snapshot}, {"name", std::string(name)}});
+  if (base_->Stat(path).ok()) {
+    if (!index) return Status::Ok();
+    // Cached: the server is told that this client reads it again.
+    CAIRN_RETURN_IF_ERROR(client_->Call("POST", client_->StorePath("/grant" + query)).status());
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(Bytes data, client_->Call("GET", client_->StorePath("/file" + query)));
+    CAIRN_RETURN_IF_ERROR(WriteFileReplacing(*base_, path, data));
+  }
+  std::lock_guard lock(mu_);
+  granted_.insert(path);
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<ReadableFile>> MirrorEnv::OpenReadable(const std::string& path) {

@@ -16,6 +16,8 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "base/env.h"
@@ -30,7 +32,10 @@ std::string CacheRoot();
 
 // Forwards to the base Env it owns; opening (or stat'ing) an index or blob
 // file of a snapshot inside the mirror directory that is not there yet
-// fetches it from the server first.
+// fetches it from the server first. A reader may download only the chunks
+// of indexes it read (docs/SERVER.md, "Reader tokens and chunks"): fetching
+// an index grants them; an index found in the cache is registered with
+// the server (POST …/grant) the first time this process opens it.
 class MirrorEnv : public EnvWrapper {
  public:
   MirrorEnv(std::unique_ptr<Env> base, std::shared_ptr<RemoteClient> client, std::string mirror_dir);
@@ -46,6 +51,8 @@ class MirrorEnv : public EnvWrapper {
   std::unique_ptr<Env> base_;
   std::shared_ptr<RemoteClient> client_;
   std::string mirror_dir_;
+  std::mutex mu_;
+  std::set<std::string> granted_;  // GUARDED_BY(mu_): index paths the server knows we read
 };
 
 

@@ -78,6 +78,12 @@ Result<store::InsertResult> S3ChunkStore::Insert(const store::ChunkId& id, ByteS
   return store::InsertResult{true, stored.size()};
 }
 
+Result<store::InsertResult> S3ChunkStore::Replace(const store::ChunkId& id, ByteSpan stored) {
+  Status s = client_->PutObject(ChunkKey(id), Bytes(stored.begin(), stored.end()));
+  if (!s.ok()) return s.WithContext(fmt::format("storing chunk {}", crypto::DigestHex(id)));
+  return store::InsertResult{true, stored.size()};
+}
+
 void S3ChunkStore::Upload(std::string key, Bytes body) {
   const int mode = create_only_.load(std::memory_order_relaxed);
   s3::PutOptions options;

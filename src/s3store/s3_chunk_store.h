@@ -47,6 +47,8 @@ class S3ChunkStore final : public store::ChunkSource, public store::ChunkSink {
   void ReadAsync(const store::ChunkId& id, store::ReadCallback done) override;
   store::SourceTraits Traits() const override;
   Result<store::InsertResult> Insert(const store::ChunkId& id, ByteSpan stored) override;
+  // An unconditional PUT, waited for (the server's verified uploads).
+  Result<store::InsertResult> Replace(const store::ChunkId& id, ByteSpan stored) override;
   Result<bool> Contains(const store::ChunkId& id) override;
   Status Flush() override;
 

@@ -1,47 +1,38 @@
+// server::Api: admission, routing, tokens and roles, snapshots, files and
+// read grants (api_request.h has the split).
 #include "server/api.h"
 
 #include <algorithm>
 #include <charconv>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <mutex>
+#include <limits>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
-#include "crypto/sha256.h"
-#include "format/coding.h"
+#include "index/dynamic_index.h"
+#include "index/fixed_index.h"
 #include "index/manifest.h"
-#include "maintenance/prune.h"
-#include "maintenance/status.h"
+#include "server/api_request.h"
 
 namespace cairn::server {
-namespace {
 
 using nlohmann::json;
 
+namespace {
+
 constexpr uint64_t kMaxSnapshotFile = uint64_t{1} << 30;  // indexes of 4 TiB images fit
+constexpr char kAuditFile[] = "audit.log";
+constexpr char kBearer[] = "Bearer ";
 
-// Client input echoed in a message need not be UTF-8: replaced, not thrown.
-std::string Dump(const json& body) {
-  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+std::string ErrorBody(std::string_view message) { return Dump(json{{"error", message}}); }
+
+bool IsIndexFileName(std::string_view name) {
+  return name.ends_with(".img.fidx") || name.ends_with(".didx");
 }
 
-void SendJson(net::ResponseWriter& response, int status, const json& body) {
-  std::string text = Dump(body);
-  response.Send(status, "application/json", AsBytes(text));
-}
-
-void SendError(net::ResponseWriter& response, int status, std::string_view message,
-               bool auth_challenge = false) {
-  std::string text = Dump(json{{"error", message}});
-  std::vector<std::pair<std::string, std::string>> headers;
-  if (auth_challenge) headers.emplace_back("WWW-Authenticate", "Bearer realm=\"cairn\"");
-  response.Send(status, "application/json", AsBytes(text), headers);
-}
+}  // namespace
 
 int HttpStatusFor(const Status& s) {
   switch (s.code()) {
@@ -56,8 +47,6 @@ int HttpStatusFor(const Status& s) {
   }
 }
 
-// Splits "/a/b/c" into {"a", "b", "c"}; empty segments are kept so that
-// "//" and a trailing "/" do not match any route.
 std::vector<std::string_view> Segments(std::string_view path) {
   std::vector<std::string_view> out;
   if (path.empty() || path[0] != '/') return out;
@@ -71,667 +60,380 @@ std::vector<std::string_view> Segments(std::string_view path) {
   return out;
 }
 
-std::string Query(const net::HttpRequest& r, const std::string& name) {
-  auto it = r.query.find(name);
-  return it == r.query.end() ? std::string() : it->second;
+std::string Dump(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+ApiShared::ApiShared(Env& e, Logger& l, TokenStore& t,
+                     std::map<std::string, std::unique_ptr<datastore::Datastore>> s, ApiOptions o)
+    : env(e), logger(l), tokens(t), stores(std::move(s)), options(std::move(o)),
+      audit(l, options.state_dir.empty() ? "" : JoinPath(options.state_dir, kAuditFile)),
+      logins(options.max_failed_logins_per_minute > 0 ? options.max_failed_logins_per_minute
+                                                      : std::numeric_limits<int>::max()),
+      grants(options.max_reader_chunks, options.sessions.timeout),
+      sessions(l, options.sessions) {
+  for (const auto& [name, store] : stores) {
+    scrubber.Add(store->path(), "https://…/" + name);
+    // An object-store datastore is named by its bucket's URL in messages.
+    if (store->DisplayName() != store->path()) scrubber.Add(store->DisplayName(), "https://…/" + name);
+  }
+  if (!options.state_dir.empty()) scrubber.Add(options.state_dir, "<state directory>");
+  tasks = std::make_unique<TaskManager>(env, logger, options.state_dir, stores, &scrubber);
 }
 
-class Handling {
- public:
-  Handling(Env& env, Logger& logger, TokenStore& tokens,
-           const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores,
-           SessionRegistry& sessions, const net::HttpRequest& request,
-           net::ResponseWriter& response)
-      : env_(env), logger_(logger), tokens_(tokens), stores_(stores), sessions_(sessions),
-        req_(request), res_(response) {}
+Api::Api(Env& env, Logger& logger, TokenStore& tokens,
+         std::map<std::string, std::unique_ptr<datastore::Datastore>> stores, ApiOptions options)
+    : shared_(std::make_unique<ApiShared>(env, logger, tokens, std::move(stores),
+                                          std::move(options))) {}
 
-  void Run() {
-    auto seg = Segments(req_.path);
-    if (seg.size() < 2 || seg[0] != "api" || seg[1] != "v1") {
-      return SendError(res_, 404, fmt::format("no such resource: {}", req_.path));
-    }
-    seg.erase(seg.begin(), seg.begin() + 2);
-    if (seg.size() == 1 && seg[0] == "version") {
-      if (!Method("GET")) return;
-      return SendJson(res_, 200, json{{"server", "cairn"}, {"api", kApiVersion}});
-    }
-    if (!Authenticate()) return;
-    if (seg.size() == 1 && seg[0] == "speedtest") return SpeedTest();
-    if (seg.size() == 1 && seg[0] == "stores") {
-      if (!Method("GET")) return;
-      json names = json::array();
-      for (const auto& [name, store] : stores_) {
-        if (TokenCoversStore(token_, name) && Allows(token_.role, Action::kListStores)) {
-          names.push_back(name);
-        }
-      }
-      return SendJson(res_, 200, json{{"stores", names}});
-    }
-    if (seg.size() >= 3 && seg[0] == "stores") {
-      if (!PickStore(seg[1])) return;
-      std::string_view what = seg[2];
-      if (seg.size() == 3 && what == "snapshots") return ListSnapshots();
-      if (seg.size() == 3 && what == "file") return GetFile();
-      if (seg.size() == 4 && what == "chunk") return GetChunk(seg[3]);
-      if (seg.size() == 3 && what == "chunks") return GetChunks();
-      if (seg.size() >= 3 && seg.size() <= 5 && what == "backup") return Backup(seg);
-      if (seg.size() == 3 && what == "status") return GetStatus();
-      if (seg.size() == 3 && what == "prune") return Prune();
-      if (seg.size() == 3 && what == "snapshot") return Forget();
-      if (seg.size() == 3 && what == "protected") return Protect();
-      if (seg.size() == 3 && what == "notes") return Notes();
-    }
-    // Server-side tasks (server/tasks.h): POST …/stores/S/verify and
-    // …/stores/S/gc (S was picked and checked by the stores block above),
-    // GET tasks, tasks/ID, tasks/ID/log.
-    if ((seg.size() == 3 && seg[0] == "stores" && (seg[2] == "verify" || seg[2] == "gc")) ||
-        (!seg.empty() && seg.size() <= 3 && seg[0] == "tasks")) {
-      return TaskRoutes(seg);
-    }
-    SendError(res_, 404, fmt::format("no such resource: {}", req_.path));
+Api::~Api() = default;
+
+void Api::Handle(const net::HttpRequest& request, net::ResponseWriter& response) {
+  Request(*shared_, request, response).Run();
+}
+
+net::Admission Api::Admit(const net::HttpRequest& h) {
+  ApiShared& api = *shared_;
+  net::Admission a;
+  auto seg = Segments(h.path);
+  // The one route without a token, and bodyless.
+  if (seg.size() == 3 && seg[0] == "api" && seg[1] == "v1" && seg[2] == "version") return a;
+
+  auto refuse = [&](int status, std::string message, std::string reason, std::string token) {
+    api.audit.Record({h.peer, std::move(token), h.method, h.path, status,
+                      reason.empty() ? message : reason});
+    a.status = status;
+    a.body = ErrorBody(message);
+    if (status == 401) a.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"cairn\"");
+    return a;
+  };
+  if (int64_t wait = api.logins.RetryAfter(h.peer_address); wait > 0) {
+    a.headers.emplace_back("Retry-After", std::to_string(wait));
+    return refuse(429,
+                  fmt::format("too many failed logins from {}: try again in {} s", h.peer_address,
+                              wait),
+                  "", "");
   }
-
- private:
-  bool Method(std::string_view want) {
-    if (req_.method == want) return true;
-    SendError(res_, 405, fmt::format("{} takes {}, not {}", req_.path, want, req_.method));
-    return false;
+  auto it = h.headers.find("authorization");
+  std::string why;
+  std::string name;
+  Result<Token> token = PermissionDeniedError("no token");
+  if (it == h.headers.end()) {
+    why = "no Authorization header";
+  } else if (!std::string_view(it->second).starts_with(kBearer)) {
+    why = "the Authorization header is not 'Bearer NAME:SECRET'";
+  } else {
+    std::string_view credential = std::string_view(it->second).substr(sizeof(kBearer) - 1);
+    name = PrintableName(credential.substr(0, credential.find(':')));
+    token = api.tokens.Authenticate(credential, &why);
   }
+  if (!token.ok()) {
+    // A credential that does not match counts against the address; a
+    // request without one (a client not told its token) does not.
+    if (it != h.headers.end()) api.logins.Failed(h.peer_address);
+    return refuse(401,
+                  it == h.headers.end() ? "authentication required: pass a token (--token or "
+                                          "CAIRN_TOKEN)"
+                                        : "invalid token",
+                  why, name);
+  }
+  a.authenticated = true;
+  a.tenant = token->name;
+  // Route by route: only uploads of chunks and files take large bodies,
+  // and only from tokens that may upload.
+  a.max_body = kSmallBodyLimit;
+  const bool may_upload = token->role == Role::kBackup || token->role == Role::kAdmin;
+  if (seg.size() == 7 && seg[0] == "api" && seg[1] == "v1" && seg[2] == "stores" &&
+      seg[4] == "backup" && h.method == "POST" && may_upload) {
+    if (seg[6] == "chunks" || seg[6] == "file") a.max_body = api.options.max_body_bytes;
+    if (seg[6] == "finish") a.max_body = kManifestBodyLimit;
+  }
+  if (seg.size() == 3 && seg[0] == "api" && seg[1] == "v1" && seg[2] == "speedtest") {
+    a.max_body = kSpeedTestMaxBytes;
+  }
+  return a;
+}
 
-  // `cairn benchmark -r https://…`'s tls rows: POST uploads a body that is
-  // thrown away; GET ?bytes=N (at most 64 MiB) downloads N bytes.
-  void SpeedTest() {
-    if (req_.method == "POST") {
-      return SendJson(res_, 200, json{{"bytes", req_.body.size()}});
-    }
+void Request::Run() {
+  auto seg = Segments(req_.path);
+  if (seg.size() < 2 || seg[0] != "api" || seg[1] != "v1") {
+    return SendError(404, fmt::format("no such resource: {}", req_.path));
+  }
+  seg.erase(seg.begin(), seg.begin() + 2);
+  if (seg.size() == 1 && seg[0] == "version") {
     if (!Method("GET")) return;
-    uint64_t n = 0;
-    std::string text = Query(req_, "bytes");
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-    if (ec != std::errc() || end != text.data() + text.size() || n == 0 || n > (64u << 20)) {
-      return SendError(res_, 400, "speedtest takes ?bytes=N, 1 to 67108864");
-    }
-    // Incompressible bytes, though TLS does not compress.
-    static const Bytes kPattern = [] {
-      Bytes b(1 << 20);
-      uint64_t x = 0x9e3779b97f4a7c15;
-      for (auto& c : b) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        c = static_cast<uint8_t>(x);
+    return SendJson(200, json{{"server", "cairn"}, {"api", kApiVersion}});
+  }
+  if (!Authenticate()) return;
+  if (seg.size() == 1 && seg[0] == "speedtest") return SpeedTest();
+  if (seg.size() == 1 && seg[0] == "stores") return ListStores();
+  if (seg.size() >= 3 && seg[0] == "stores") {
+    if (!PickStore(seg[1])) return;
+    std::string_view what = seg[2];
+    if (seg.size() == 3 && what == "snapshots") return ListSnapshots();
+    if (seg.size() == 3 && what == "file") return GetFile();
+    if (seg.size() == 3 && what == "grant") return Grant();
+    if (seg.size() == 4 && what == "chunk") return GetChunk(seg[3]);
+    if (seg.size() == 3 && what == "chunks") return GetChunks();
+    if (seg.size() >= 3 && seg.size() <= 5 && what == "backup") return Backup(seg);
+    if (seg.size() == 3 && what == "status") return GetStatus();
+    if (seg.size() == 3 && what == "prune") return Prune();
+    if (seg.size() == 3 && what == "snapshot") return Forget();
+    if (seg.size() == 3 && what == "protected") return Protect();
+    if (seg.size() == 3 && what == "notes") return Notes();
+  }
+  // Server-side tasks (server/tasks.h): POST …/stores/S/verify and
+  // …/stores/S/gc (S was picked and checked by the stores block above),
+  // GET tasks, tasks/ID, tasks/ID/log.
+  if ((seg.size() == 3 && seg[0] == "stores" && (seg[2] == "verify" || seg[2] == "gc")) ||
+      (!seg.empty() && seg.size() <= 3 && seg[0] == "tasks")) {
+    return TaskRoutes(seg);
+  }
+  SendError(404, fmt::format("no such resource: {}", req_.path));
+}
+
+std::string Request::Query(const std::string& name) const {
+  auto it = req_.query.find(name);
+  return it == req_.query.end() ? std::string() : it->second;
+}
+
+void Request::SendJson(int status, const json& body) {
+  res_.Send(status, "application/json", AsBytes(Dump(body)));
+}
+
+void Request::SendError(int status, std::string_view message, std::string_view reason) {
+  std::string text = api_.scrubber.Scrub(message);
+  // A refusal, or an answer that hides one (a backup token's 404 for
+  // another token's group): audited.
+  if (status == 401 || status == 403 || status == 429 || !reason.empty()) {
+    std::string name = token_.name;
+    if (!authenticated_) {
+      auto it = req_.headers.find("authorization");
+      if (it != req_.headers.end() && std::string_view(it->second).starts_with(kBearer)) {
+        std::string_view credential = std::string_view(it->second).substr(sizeof(kBearer) - 1);
+        name = PrintableName(credential.substr(0, credential.find(':')));
       }
-      return b;
-    }();
-    Bytes out(n);
-    for (uint64_t at = 0; at < n; at += kPattern.size()) {
-      std::memcpy(&out[at], kPattern.data(), std::min<uint64_t>(kPattern.size(), n - at));
     }
-    res_.Send(200, "application/octet-stream", out);
+    api_.audit.Record({req_.peer, name, req_.method, req_.path, status,
+                       reason.empty() ? text : api_.scrubber.Scrub(reason)});
   }
+  net::ResponseWriter::Headers headers;
+  if (status == 401) headers.emplace_back("WWW-Authenticate", "Bearer realm=\"cairn\"");
+  res_.Send(status, "application/json", AsBytes(ErrorBody(text)), headers);
+}
 
-  bool Authenticate() {
-    auto it = req_.headers.find("authorization");
-    if (it == req_.headers.end()) {
-      SendError(res_, 401, "authentication required: pass a token (--token or CAIRN_TOKEN)", true);
-      return false;
-    }
-    std::string_view value = it->second;
-    constexpr std::string_view kBearer = "Bearer ";
-    if (!value.starts_with(kBearer)) {
-      SendError(res_, 401, "the Authorization header must be 'Bearer NAME:SECRET'", true);
-      return false;
-    }
-    auto token = tokens_.Authenticate(value.substr(kBearer.size()));
-    if (!token.ok()) {
-      logger_.Warn("{}: refused token: {}", req_.peer, token.status().message());
-      SendError(res_, 401, "invalid token", true);
-      return false;
-    }
-    token_ = *token;
-    return true;
-  }
+bool Request::Method(std::string_view want) {
+  if (req_.method == want) return true;
+  SendError(405, fmt::format("{} takes {}, not {}", req_.path, want, req_.method));
+  return false;
+}
 
-  bool PickStore(std::string_view name) {
-    auto it = stores_.find(std::string(name));
-    // A token for another datastore learns nothing about which ones exist.
-    if (it == stores_.end() || !TokenCoversStore(token_, name)) {
-      if (it == stores_.end() && token_.store == "*") {
-        SendError(res_, 404, fmt::format("no datastore named '{}' on this server", name));
-      } else {
-        SendError(res_, 403, fmt::format("token '{}' has no access to datastore '{}'",
-                                         token_.name, name));
-      }
-      return false;
-    }
-    store_name_ = it->first;
-    store_ = it->second.get();
-    return true;
-  }
-
-  bool Allowed(Action action, std::string_view what) {
-    if (Allows(token_.role, action)) return true;
-    // Deleting is the admin's alone: a stolen backup token cannot destroy
-    // the history it wrote (docs/SERVER.md, "Tokens and roles").
-    std::string_view hint = action == Action::kPrune   ? ": that takes an admin token"
-                            : action == Action::kNotes ? ": that takes a backup token owning "
-                                                         "the group, or an admin token"
-                                                       : "";
-    SendError(res_, 403, fmt::format("token '{}' (role {}) may not {} in datastore '{}'{}",
-                                     token_.name, RoleName(token_.role), what, store_name_, hint));
+bool Request::Authenticate() {
+  auto it = req_.headers.find("authorization");
+  if (it == req_.headers.end()) {
+    SendError(401, "authentication required: pass a token (--token or CAIRN_TOKEN)",
+              "no Authorization header");
     return false;
   }
-
-  // Backup tokens see only the groups they own (the owner file names the
-  // token that created the group).
-  bool OwnsGroup(const datastore::GroupRef& group) {
-    if (token_.role != Role::kBackup) return true;
-    return ReadGroupOwner(env_, store_->GroupDir(group)) == token_.name;
+  std::string_view value = it->second;
+  if (!value.starts_with(kBearer)) {
+    SendError(401, "the Authorization header must be 'Bearer NAME:SECRET'",
+              "the Authorization header is not 'Bearer NAME:SECRET'");
+    return false;
   }
+  std::string why;
+  auto token = api_.tokens.Authenticate(value.substr(sizeof(kBearer) - 1), &why);
+  if (!token.ok()) {
+    SendError(401, "invalid token", why);
+    return false;
+  }
+  token_ = *token;
+  authenticated_ = true;
+  return true;
+}
 
-  void ListSnapshots() {
-    if (!Method("GET") || !Allowed(Action::kListSnapshots, "list snapshots")) return;
-    auto snaps = store_->ListAllSnapshots();
-    if (!snaps.ok()) return SendError(res_, HttpStatusFor(snaps.status()), snaps.status().message());
-    json list = json::array();
-    for (const datastore::SnapshotRef& snap : *snaps) {
-      if (!OwnsGroup(snap.group)) continue;
-      std::string dir = store_->SnapshotDir(snap);
-      auto manifest = ReadWholeFile(env_, JoinPath(dir, index::kManifestFileName), kMaxSnapshotFile);
-      if (!manifest.ok()) continue;  // forgotten meanwhile
-      json entry = {{"ns", snap.group.ns},
-                    {"type", snap.group.type},
-                    {"id", snap.group.id},
-                    {"time", snap.TimeString()},
-                    {"manifest", ToHex(*manifest)}};
-      auto verify = ReadWholeFile(env_, JoinPath(dir, datastore::kVerifyStateFileName), 1 << 20);
-      if (verify.ok()) entry["verify"] = ToHex(*verify);
-      list.push_back(std::move(entry));
+void Request::ListStores() {
+  if (!Method("GET")) return;
+  json names = json::array();
+  for (const auto& [name, store] : api_.stores) {
+    if (TokenCoversStore(token_, name) && Allows(token_.role, Action::kListStores)) {
+      names.push_back(name);
     }
-    SendJson(res_, 200, json{{"store", store_name_}, {"snapshots", std::move(list)}});
   }
+  SendJson(200, json{{"stores", names}});
+}
 
-  // The snapshot named by ?ns=&snapshot=TYPE/ID/TIME, when it exists and the
-  // token may read it.
-  std::optional<datastore::SnapshotRef> Snapshot() {
-    auto spec = datastore::ParseSnapshotSpec(Query(req_, "ns"), Query(req_, "snapshot"));
-    if (!spec.ok()) {
-      SendError(res_, 400, spec.status().message());
+bool Request::PickStore(std::string_view name) {
+  auto it = api_.stores.find(std::string(name));
+  // A token for another datastore learns nothing about which ones exist.
+  if (it == api_.stores.end() || !TokenCoversStore(token_, name)) {
+    if (it == api_.stores.end() && token_.store == "*") {
+      SendError(404, fmt::format("no datastore named '{}' on this server", name));
+    } else {
+      SendError(403, fmt::format("token '{}' has no access to datastore '{}'", token_.name, name));
+    }
+    return false;
+  }
+  store_name_ = it->first;
+  store_ = it->second.get();
+  return true;
+}
+
+bool Request::Allowed(Action action, std::string_view what) {
+  if (Allows(token_.role, action)) return true;
+  // Deleting is the admin's alone: a stolen backup token cannot destroy
+  // the history it wrote (docs/SERVER.md, "Tokens and roles").
+  std::string_view hint = action == Action::kPrune   ? ": that takes an admin token"
+                          : action == Action::kNotes ? ": that takes a backup token owning "
+                                                       "the group, or an admin token"
+                          : action == Action::kStatus ? ": its counts are of every host's backups"
+                                                      : "";
+  SendError(403, fmt::format("token '{}' (role {}) may not {} in datastore '{}'{}", token_.name,
+                             RoleName(token_.role), what, store_name_, hint));
+  return false;
+}
+
+bool Request::OwnsGroup(const datastore::GroupRef& group) {
+  if (token_.role != Role::kBackup) return true;
+  return ReadGroupOwner(api_.env, store_->GroupDir(group)) == token_.name;
+}
+
+void Request::ListSnapshots() {
+  if (!Method("GET") || !Allowed(Action::kListSnapshots, "list snapshots")) return;
+  auto snaps = store_->ListAllSnapshots();
+  if (!snaps.ok()) return SendStatus(snaps.status());
+  json list = json::array();
+  for (const datastore::SnapshotRef& snap : *snaps) {
+    if (!OwnsGroup(snap.group)) continue;
+    std::string dir = store_->SnapshotDir(snap);
+    auto manifest =
+        ReadWholeFile(api_.env, JoinPath(dir, index::kManifestFileName), kMaxSnapshotFile);
+    if (!manifest.ok()) continue;  // forgotten meanwhile
+    json entry = {{"ns", snap.group.ns},
+                  {"type", snap.group.type},
+                  {"id", snap.group.id},
+                  {"time", snap.TimeString()},
+                  {"manifest", ToHex(*manifest)}};
+    auto verify = ReadWholeFile(api_.env, JoinPath(dir, datastore::kVerifyStateFileName), 1 << 20);
+    if (verify.ok()) entry["verify"] = ToHex(*verify);
+    list.push_back(std::move(entry));
+  }
+  SendJson(200, json{{"store", store_name_}, {"snapshots", std::move(list)}});
+}
+
+std::optional<datastore::SnapshotRef> Request::Snapshot() {
+  auto spec = datastore::ParseSnapshotSpec(Query("ns"), Query("snapshot"));
+  if (!spec.ok()) {
+    SendError(400, spec.status().message());
+    return std::nullopt;
+  }
+  // A backup token asking about another token's group gets the answer a
+  // group that does not exist gets: it learns nothing of other groups.
+  if (token_.role == Role::kBackup) {
+    const std::string unknown =
+        fmt::format("no snapshot {} among the groups of token '{}'", Query("snapshot"), token_.name);
+    if (!OwnsGroup(spec->group)) {
+      SendError(404, unknown,
+                fmt::format("group {} is not the token's", spec->group.ToString()));
       return std::nullopt;
     }
     auto snap = store_->Resolve(*spec);
     if (!snap.ok()) {
-      SendError(res_, HttpStatusFor(snap.status()), snap.status().message());
-      return std::nullopt;
-    }
-    if (!OwnsGroup(snap->group)) {
-      SendError(res_, 403, fmt::format("token '{}' does not own group {}", token_.name,
-                                       snap->group.ToString()));
+      SendError(snap.status().code() == StatusCode::kNotFound ? 404 : HttpStatusFor(snap.status()),
+                snap.status().code() == StatusCode::kNotFound ? unknown : snap.status().message());
       return std::nullopt;
     }
     return *snap;
   }
-
-  void GetFile() {
-    if (!Method("GET") || !Allowed(Action::kRead, "read snapshots")) return;
-    std::string name = Query(req_, "name");
-    if (!IsSnapshotFileName(name)) {
-      return SendError(res_, 400, fmt::format("'{}' is not the name of a snapshot file", name));
-    }
-    auto snap = Snapshot();
-    if (!snap) return;
-    auto data = ReadWholeFile(env_, JoinPath(store_->SnapshotDir(*snap), name), kMaxSnapshotFile);
-    if (!data.ok()) {
-      return SendError(res_, HttpStatusFor(data.status()),
-                       fmt::format("snapshot {}: {}", snap->ToString(), data.status().message()));
-    }
-    res_.Send(200, "application/octet-stream", *data);
+  auto snap = store_->Resolve(*spec);
+  if (!snap.ok()) {
+    SendStatus(snap.status());
+    return std::nullopt;
   }
+  return *snap;
+}
 
-  // Chunks are served to tokens that may read the whole datastore. A backup
-  // token reads only during one of its backup sessions, and only the chunks
-  // that session's base or uploads hold (MayReadChunk).
-  bool MayReadChunks() {
-    if (!Allowed(Action::kRead, "read chunks")) return false;
-    if (token_.role == Role::kBackup && !sessions_.HasSession(token_.name, store_name_)) {
-      SendError(res_, 403, fmt::format("token '{}' (role backup) may read chunks only of its "
-                                       "backup's base, during the backup; use a reader token "
-                                       "to restore",
-                                       token_.name));
-      return false;
-    }
-    return true;
+Status Request::GrantIndex(const datastore::SnapshotRef& snap, const std::string& name,
+                           ByteSpan data) {
+  if (!ReadsByGrant(token_.role) || !IsIndexFileName(name)) return Status::Ok();
+  // The index's checksum names it: the same file granted twice costs one
+  // lookup, and a snapshot forgotten and made again is a new index.
+  std::vector<crypto::Digest> digests;
+  crypto::Digest csum{};
+  if (name.ends_with(".img.fidx")) {
+    auto idx = index::FixedIndex::Decode(data);
+    if (!idx.ok()) return Status::Ok();  // served as it is; the client finds it damaged
+    digests.assign(idx->digests().begin(), idx->digests().end());
+    csum = idx->csum();
+  } else {
+    auto idx = index::DynamicIndex::Decode(data);
+    if (!idx.ok()) return Status::Ok();
+    digests.reserve(idx->chunk_count());
+    for (size_t i = 0; i < idx->chunk_count(); ++i) digests.push_back(idx->digest(i));
+    csum = idx->csum();
   }
-  bool MayReadChunk(const crypto::Digest& id) {
-    return token_.role != Role::kBackup || sessions_.MayRead(token_.name, store_name_, id);
+  std::string key = snap.RelDir() + "/" + name + "@" + crypto::DigestHex(csum);
+  return api_.grants.Grant(token_.name, store_name_, key, digests);
+}
+
+void Request::GetFile() {
+  if (!Method("GET") || !Allowed(Action::kRead, "read snapshots")) return;
+  std::string name = Query("name");
+  if (!IsSnapshotFileName(name)) {
+    return SendError(400, fmt::format("'{}' is not the name of a snapshot file", name));
   }
-
-  // Backup sessions (server/backup_session.h): …/backup, …/backup/ID and
-  // …/backup/ID/{base,chunks,file,finish}.
-  void Backup(const std::vector<std::string_view>& seg) {
-    if (seg.size() == 3) {
-      if (!Method("POST") || !Allowed(Action::kBackup, "create snapshots")) return;
-      json body = json::parse(AsStringView(req_.body), nullptr, false);
-      if (!body.is_object() || !body["type"].is_string() || !body["id"].is_string() ||
-          !body["time"].is_string() || (body.contains("ns") && !body["ns"].is_string())) {
-        return SendError(res_, 400, "the body must be {\"ns\", \"type\", \"id\", \"time\"}");
-      }
-      std::string ns = body.value("ns", "");
-      auto spec = datastore::ParseSnapshotSpec(
-          ns, fmt::format("{}/{}/{}", body["type"].get<std::string>(),
-                          body["id"].get<std::string>(), body["time"].get<std::string>()));
-      if (!spec.ok()) return SendError(res_, 400, spec.status().message());
-      if (spec->latest) return SendError(res_, 400, "a new snapshot needs a time, not 'latest'");
-      datastore::SnapshotRef snap{spec->group, spec->time};
-      auto id = sessions_.Begin(token_.name, store_name_, *store_, snap,
-                                token_.role == Role::kBackup);
-      if (!id.ok()) return SendError(res_, HttpStatusFor(id.status()), id.status().message());
-      return SendJson(res_, 201, json{{"session", *id}, {"snapshot", snap.ToString()}});
-    }
-    std::string id(seg[3]);
-    if (seg.size() == 4) {
-      if (!Method("DELETE") || !Allowed(Action::kBackup, "create snapshots")) return;
-      auto session = sessions_.Find(id, token_.name, store_name_);
-      if (!session.ok()) return SendError(res_, 404, session.status().message());
-      sessions_.Abort(id);
-      return SendJson(res_, 200, json{{"aborted", id}});
-    }
-    if (!Method("POST") || !Allowed(Action::kBackup, "create snapshots")) return;
-    auto session = sessions_.Find(id, token_.name, store_name_);
-    if (!session.ok()) return SendError(res_, 404, session.status().message());
-    std::string_view what = seg[4];
-    Status s;
-    if (what == "base") {
-      json body = json::parse(AsStringView(req_.body), nullptr, false);
-      if (!body.is_object() || !body["time"].is_string()) {
-        return SendError(res_, 400, "the body must be {\"time\": \"…\"}");
-      }
-      s = sessions_.UseBase(**session, body["time"].get<std::string>());
-    } else if (what == "chunks") {
-      auto r = sessions_.UploadChunks(**session, req_.body);
-      if (r.ok()) {
-        return SendJson(res_, 200, json{{"chunks", r->chunks}, {"inserted", r->inserted},
-                                        {"stored_bytes", r->stored_bytes}});
-      }
-      s = r.status();
-    } else if (what == "file") {
-      s = sessions_.PutFile(**session, Query(req_, "name"), req_.body);
-    } else if (what == "finish") {
-      session->reset();  // Finish takes the session out of the registry
-      auto snap = sessions_.Finish(id, req_.body);
-      if (snap.ok()) return SendJson(res_, 200, json{{"snapshot", snap->ToString()}});
-      s = snap.status();
-    } else {
-      return SendError(res_, 404, fmt::format("no such resource: {}", req_.path));
-    }
-    if (!s.ok()) return SendError(res_, HttpStatusFor(s), s.message());
-    SendJson(res_, 200, json::object());
+  auto snap = Snapshot();
+  if (!snap) return;
+  auto data =
+      ReadWholeFile(api_.env, JoinPath(store_->SnapshotDir(*snap), name), kMaxSnapshotFile);
+  if (!data.ok()) {
+    return SendError(HttpStatusFor(data.status()),
+                     fmt::format("snapshot {}: {}", snap->ToString(), data.status().message()));
   }
+  // As in PBS, reading an index lets a reader download its chunks.
+  if (Status s = GrantIndex(*snap, name, *data); !s.ok()) return SendError(429, s.message());
+  res_.Send(200, "application/octet-stream", std::move(*data));
+}
 
-  void GetChunk(std::string_view hex) {
-    if (!Method("GET") || !MayReadChunks()) return;
-    auto id = crypto::ParseDigestHex(hex);
-    if (!id.ok()) return SendError(res_, 400, fmt::format("'{}' is not a chunk digest", hex));
-    if (!MayReadChunk(*id)) return SendError(res_, 404, fmt::format("no chunk {}", hex));
-    auto data = store_->source().Read(*id);
-    if (!data.ok()) return SendError(res_, HttpStatusFor(data.status()), data.status().message());
-    res_.Send(200, "application/octet-stream", *data);
+// POST …/grant?ns=&snapshot=&name=INDEX: what GET …/file of that index
+// grants, for a client that has the index cached (remote/remote_repo.h).
+void Request::Grant() {
+  if (!Method("POST") || !Allowed(Action::kRead, "read snapshots")) return;
+  std::string name = Query("name");
+  if (!IsSnapshotFileName(name) || !IsIndexFileName(name)) {
+    return SendError(400, fmt::format("'{}' is not the name of an index file", name));
   }
-
-  void GetChunks() {
-    if (!Method("POST") || !MayReadChunks()) return;
-    const Bytes& body = req_.body;
-    if (body.empty() || body.size() % 32 != 0 || body.size() / 32 > kMaxBatchDigests) {
-      return SendError(res_, 400, fmt::format("the body must be 1 to {} digests of 32 bytes "
-                                              "(got {} bytes)",
-                                              kMaxBatchDigests, body.size()));
-    }
-    std::vector<crypto::Digest> ids(body.size() / 32);
-    for (size_t i = 0; i < ids.size(); ++i) std::memcpy(ids[i].data(), &body[i * 32], 32);
-    // Read in digest order: the chunk directories are laid out by digest,
-    // so neighbours share a directory.
-    std::sort(ids.begin(), ids.end());
-    if (Status s = res_.BeginStream(200, "application/x-cairn-chunks"); !s.ok()) return;
-    // From an object store, each read waits a round trip: keep a few
-    // going ahead of the one being sent (in order).
-    const bool ahead = store_->source().Traits().medium == store::MediumKind::kNetwork;
-    std::deque<std::shared_ptr<PendingRead>> window;
-    size_t next = 0;
-    Bytes frame;
-    for (const crypto::Digest& id : ids) {
-      frame.resize(kFrameHeaderSize);
-      std::memcpy(frame.data(), id.data(), 32);
-      Status s;
-      if (ahead) {
-        for (; next < ids.size() && window.size() < kReadsAhead; ++next) {
-          window.push_back(StartRead(ids[next]));
-        }
-        std::shared_ptr<PendingRead> read = std::move(window.front());
-        window.pop_front();
-        std::unique_lock<std::mutex> lock(read->mu);
-        read->cv.wait(lock, [&] { return read->done; });
-        s = read->status;
-        scratch_.Adopt(std::move(read->data));
-      } else {
-        s = MayReadChunk(id) ? store_->source().ReadInto(id, &scratch_)
-                             : NotFoundError(fmt::format("no chunk {}", crypto::DigestHex(id)));
-      }
-      ByteSpan payload;
-      std::string message;
-      if (s.ok()) {
-        frame[32] = kFrameOk;
-        payload = scratch_.span();
-      } else {
-        frame[32] = s.code() == StatusCode::kNotFound ? kFrameNotFound : kFrameError;
-        message = std::string(s.message());
-        payload = AsBytes(message);
-      }
-      format::PutU32(&frame[33], static_cast<uint32_t>(payload.size()));
-      if (!res_.Write(frame).ok() || !res_.Write(payload).ok()) return;  // client gone
-    }
-    res_.End().IgnoreError();
+  auto snap = Snapshot();
+  if (!snap) return;
+  if (!ReadsByGrant(token_.role)) return SendJson(200, json{{"chunks", 0}});  // nothing to grant
+  auto data =
+      ReadWholeFile(api_.env, JoinPath(store_->SnapshotDir(*snap), name), kMaxSnapshotFile);
+  if (!data.ok()) {
+    return SendError(HttpStatusFor(data.status()),
+                     fmt::format("snapshot {}: {}", snap->ToString(), data.status().message()));
   }
+  if (Status s = GrantIndex(*snap, name, *data); !s.ok()) return SendError(429, s.message());
+  SendJson(200, json{{"chunks", api_.grants.chunks(token_.name, store_name_)}});
+}
 
-  static constexpr size_t kReadsAhead = 8;
-  struct PendingRead {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    Status status;
-    Bytes data;
-  };
-  // Starts reading `id` (the callback owns its share of the result, so an
-  // answer abandoned midway leaves nothing dangling).
-  std::shared_ptr<PendingRead> StartRead(const crypto::Digest& id) {
-    auto read = std::make_shared<PendingRead>();
-    if (!MayReadChunk(id)) {
-      read->done = true;
-      read->status = NotFoundError(fmt::format("no chunk {}", crypto::DigestHex(id)));
-      return read;
-    }
-    store_->source().ReadAsync(id, [read](Result<Bytes> r) {
-      std::lock_guard<std::mutex> lock(read->mu);
-      if (r.ok()) {
-        read->data = std::move(*r);
-      } else {
-        read->status = r.status();
-      }
-      read->done = true;
-      read->cv.notify_all();
-    });
-    return read;
+// `cairn benchmark -r https://…`'s tls rows: POST uploads a body that is
+// thrown away; GET ?bytes=N downloads N bytes. Both at most 4 MiB (the
+// benchmark's buffer), so a request costs the server little.
+void Request::SpeedTest() {
+  if (req_.method == "POST") return SendJson(200, json{{"bytes", req_.body.size()}});
+  if (!Method("GET")) return;
+  uint64_t n = 0;
+  std::string text = Query("bytes");
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n == 0 || n > kSpeedTestMaxBytes) {
+    return SendError(400, fmt::format("speedtest takes ?bytes=N, 1 to {}", kSpeedTestMaxBytes));
   }
-
-  // --- Maintenance (docs/SERVER.md, "Maintenance through the server") ---
-  // Each runs the code the local command runs, on the server's datastore,
-  // and answers the JSON the local command prints with --json.
-
-  // The local code names the datastore by its path, which is the server's
-  // own business; the client knows it as https://…/NAME.
-  void SendStatus(const Status& s) {
-    std::string message(s.message());
-    const std::string& path = store_->path();
-    const std::string name = "https://…/" + store_name_;
-    for (size_t at = message.find(path); !path.empty() && at != std::string::npos;
-         at = message.find(path, at + name.size())) {
-      message.replace(at, path.size(), name);
-    }
-    SendError(res_, HttpStatusFor(s), message);
+  // Incompressible bytes, though TLS does not compress.
+  Bytes out(n);
+  uint64_t x = 0x9e3779b97f4a7c15;
+  for (auto& c : out) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<uint8_t>(x);
   }
-
-  // {"snapshot", "ns"} of `snap`, the start of every snapshot verb's answer.
-  static json SnapshotJson(const datastore::SnapshotRef& snap) {
-    return {{"snapshot", snap.ToString()}, {"ns", snap.group.ns}};
-  }
-
-  void GetStatus() {
-    if (!Method("GET") || !Allowed(Action::kStatus, "read the status")) return;
-    auto status = maintenance::ReadStoreStatus(*store_);
-    if (!status.ok()) return SendStatus(status.status());
-    // The store's name, not its path: the server's layout is its own.
-    SendJson(res_, 200, maintenance::StoreStatusJson(*status, store_name_));
-  }
-
-  // The body of POST …/prune: {"ns", "group", "keep": {"last", "hourly",
-  // "daily", "weekly", "monthly", "yearly", "utc"}, "dry_run"}, all optional
-  // but one keep count.
-  static Result<maintenance::PruneOptions> ParsePruneOptions(const json& body, std::string* ns,
-                                                             std::string* group) {
-    if (!body.is_object()) return InvalidArgumentError("the prune options must be a JSON object");
-    maintenance::PruneOptions o;
-    for (const auto& item : body.items()) {
-      const std::string key = item.key();
-      const json& v = item.value();
-      if ((key == "ns" || key == "group") && v.is_string()) {
-        (key == "ns" ? *ns : *group) = v.get<std::string>();
-      } else if (key == "dry_run" && v.is_boolean()) {
-        o.dry_run = v.get<bool>();
-      } else if (key == "keep" && v.is_object()) {
-        CAIRN_RETURN_IF_ERROR(ParseKeep(v, &o.keep));
-      } else {
-        return InvalidArgumentError(fmt::format(
-            "prune option \"{}\": unknown, or of the wrong type (known: ns and group strings, "
-            "keep object, dry_run boolean)",
-            key));
-      }
-    }
-    return o;
-  }
-  static Status ParseKeep(const json& keep, maintenance::KeepOptions* k) {
-    const std::pair<const char*, uint32_t*> counts[] = {
-        {"last", &k->last},     {"hourly", &k->hourly},   {"daily", &k->daily},
-        {"weekly", &k->weekly}, {"monthly", &k->monthly}, {"yearly", &k->yearly}};
-    for (const auto& item : keep.items()) {
-      const std::string key = item.key();
-      const json& v = item.value();
-      if (key == "utc" && v.is_boolean()) {
-        k->utc = v.get<bool>();
-        continue;
-      }
-      auto c = std::find_if(std::begin(counts), std::end(counts),
-                            [&](const auto& p) { return key == p.first; });
-      if (c == std::end(counts) || !v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) {
-        return InvalidArgumentError(fmt::format(
-            "prune option \"keep.{}\": unknown, or not a count (known: last, hourly, daily, "
-            "weekly, monthly, yearly, utc)",
-            key));
-      }
-      *c->second = static_cast<uint32_t>(v.get<uint64_t>());
-    }
-    return Status::Ok();
-  }
-
-  void Prune() {
-    if (!Method("POST") || !Allowed(Action::kPrune, "prune snapshots")) return;
-    json body = json::parse(AsStringView(req_.body), nullptr, false);
-    std::string ns, group_text;
-    auto options = ParsePruneOptions(body, &ns, &group_text);
-    if (!options.ok()) return SendStatus(options.status());
-    if (Status s = datastore::ValidateNamespace(ns); !s.ok()) return SendStatus(s);
-    std::optional<datastore::GroupRef> group;
-    if (!group_text.empty()) {
-      auto g = datastore::ParseGroup(ns, group_text);
-      if (!g.ok()) return SendStatus(g.status());
-      group = *g;
-    }
-    auto report = maintenance::Prune(*store_, ns, group, *options);
-    if (!report.ok()) return SendStatus(report.status().WithContext("prune failed"));
-    logger_.Info("{}: token '{}' pruned datastore '{}'{}: kept {}, removed {}{}", req_.peer,
-                 token_.name, store_name_, group ? " group " + group->ToString() : "",
-                 report->kept, report->removed, options->dry_run ? " (dry run)" : "");
-    SendJson(res_, 200, maintenance::PruneReportJson(*report, ns, options->dry_run));
-  }
-
-  // DELETE …/snapshot?ns=&snapshot=: forget one snapshot.
-  void Forget() {
-    if (!Method("DELETE") || !Allowed(Action::kPrune, "forget snapshots")) return;
-    auto snap = Snapshot();
-    if (!snap) return;
-    if (Status s = maintenance::ForgetSnapshot(*store_, *snap); !s.ok()) return SendStatus(s);
-    logger_.Info("{}: token '{}' forgot {} in datastore '{}'", req_.peer, token_.name,
-                 snap->ToString(), store_name_);
-    json answer = SnapshotJson(*snap);
-    answer["forgotten"] = true;
-    SendJson(res_, 200, answer);
-  }
-
-  // PUT …/protected?ns=&snapshot= with {"protected": true|false}.
-  void Protect() {
-    if (!Method("PUT") || !Allowed(Action::kPrune, "protect or unprotect snapshots")) return;
-    json body = json::parse(AsStringView(req_.body), nullptr, false);
-    if (!body.is_object() || body.size() != 1 || !body.contains("protected") ||
-        !body["protected"].is_boolean()) {
-      return SendError(res_, 400, "the body must be {\"protected\": true} or false");
-    }
-    auto snap = Snapshot();
-    if (!snap) return;
-    const bool on = body["protected"].get<bool>();
-    if (Status s = maintenance::SetProtected(*store_, *snap, on); !s.ok()) return SendStatus(s);
-    json answer = SnapshotJson(*snap);
-    answer["protected"] = on;
-    SendJson(res_, 200, answer);
-  }
-
-  // GET …/notes?ns=&snapshot= reads them; PUT replaces them with the body
-  // (UTF-8 text, "" clears them).
-  void Notes() {
-    const bool put = req_.method == "PUT";
-    if (!put && !Method("GET")) return;
-    if (put ? !Allowed(Action::kNotes, "set notes") : !Allowed(Action::kRead, "read snapshots")) {
-      return;
-    }
-    auto snap = Snapshot();
-    if (!snap) return;
-    json answer = SnapshotJson(*snap);
-    if (put) {
-      std::string_view text = AsStringView(req_.body);
-      if (Status s = maintenance::WriteNotes(*store_, *snap, text); !s.ok()) return SendStatus(s);
-      answer["notes"] = text;
-    } else {
-      auto notes = maintenance::ReadNotes(*store_, *snap);
-      if (!notes.ok()) return SendStatus(notes.status());
-      answer["notes"] = *notes;
-    }
-    SendJson(res_, 200, answer);
-  }
-
-  // --- Server-side tasks (server/tasks.h) ---
- public:
-  Handling& WithTasks(TaskManager* tasks) {
-    tasks_ = tasks;
-    return *this;
-  }
-
- private:
-  // A task is visible to the token that started it and to admin tokens of
-  // its datastore; to everyone else it does not exist (404).
-  bool TaskVisible(const TaskInfo& task) const {
-    if (!TokenCoversStore(token_, task.store)) return false;
-    return token_.role == Role::kAdmin || task.token == token_.name;
-  }
-
-  // POST …/stores/S/verify or …/gc: 202 {"task"}; 409 {"error", "task",
-  // "kind"} when a task runs on S already (one at a time per datastore).
-  void StartTask(std::string_view kind) {
-    if (!Method("POST")) return;
-    const bool gc = kind == "gc";
-    if (!Allows(token_.role, gc ? Action::kPrune : Action::kVerify)) {
-      return SendError(res_, 403, fmt::format("token '{}' (role {}) may not start a {} on the "
-                                              "server in datastore '{}': that takes a token "
-                                              "with role {}",
-                                              token_.name, RoleName(token_.role), kind, store_name_,
-                                              gc ? "admin" : "verify or admin"));
-    }
-    json body = req_.body.empty() ? json(nullptr)
-                                  : json::parse(AsStringView(req_.body), nullptr, false);
-    if (body.is_discarded()) return SendError(res_, 400, "the body must be JSON");
-    auto started = Start(gc, body);  // bad options: InvalidArgument, 400
-    if (!started.ok()) {
-      return SendError(res_, HttpStatusFor(started.status()), started.status().message());
-    }
-    if (started->already_running) {
-      return SendJson(res_, 409, json{{"error", fmt::format("a {} of datastore '{}' is already "
-                                                            "running: task {}",
-                                                            started->kind, store_name_,
-                                                            started->id)},
-                                      {"task", started->id},
-                                      {"kind", started->kind}});
-    }
-    SendJson(res_, 202, json{{"task", started->id}});
-  }
-
-  Result<TaskManager::Started> Start(bool gc, const json& body) {
-    if (gc) {
-      CAIRN_ASSIGN_OR_RETURN(GcTaskParams params, GcTaskParams::FromJson(body));
-      return tasks_->StartGc(store_name_, token_.name, params);
-    }
-    CAIRN_ASSIGN_OR_RETURN(VerifyTaskParams params, VerifyTaskParams::FromJson(body));
-    return tasks_->StartVerify(store_name_, token_.name, params);
-  }
-
-  void TaskRoutes(const std::vector<std::string_view>& seg) {
-    if (tasks_ == nullptr) return SendError(res_, 503, "this server runs no tasks");
-    if (seg[0] == "stores") return StartTask(seg[2]);  // POST …/stores/S/{verify,gc}
-    if (!Method("GET")) return;
-    if (seg.size() == 1) {  // GET tasks
-      json list = json::array();
-      for (const TaskInfo& t : tasks_->List()) {
-        if (TaskVisible(t)) list.push_back(t.ToJson());
-      }
-      return SendJson(res_, 200, json{{"tasks", std::move(list)}});
-    }
-    std::string id(seg[1]);
-    auto info = tasks_->Get(id);
-    if (!info.ok() && info.status().code() != StatusCode::kNotFound) {
-      return SendError(res_, HttpStatusFor(info.status()), info.status().message());
-    }
-    if (!info.ok() || !TaskVisible(*info)) {
-      return SendError(res_, 404, fmt::format("no task '{}'", id));
-    }
-    if (seg.size() == 2) return SendJson(res_, 200, info->ToJson());
-    if (seg[2] != "log") return SendError(res_, 404, fmt::format("no such resource: {}", req_.path));
-    size_t since = 0;
-    if (std::string text = Query(req_, "since"); !text.empty()) {
-      char* end = nullptr;
-      unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-      if (*end != '\0' || text[0] == '-') {
-        return SendError(res_, 400, fmt::format("since={}: expected a line number", text));
-      }
-      since = static_cast<size_t>(v);
-    }
-    size_t total = 0;
-    auto lines = tasks_->Log(id, since, &total);
-    if (!lines.ok()) return SendError(res_, HttpStatusFor(lines.status()), lines.status().message());
-    std::string text;
-    for (const std::string& line : *lines) text += line + "\n";
-    res_.Send(200, "text/plain; charset=utf-8", AsBytes(text),
-              {{"X-Cairn-Log-Lines", std::to_string(total)}});
-  }
-
-  TaskManager* tasks_ = nullptr;
-  Env& env_;
-  Logger& logger_;
-  TokenStore& tokens_;
-  const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores_;
-  SessionRegistry& sessions_;
-  const net::HttpRequest& req_;
-  net::ResponseWriter& res_;
-  Token token_;
-  std::string store_name_;
-  datastore::Datastore* store_ = nullptr;
-  ReadBuffer scratch_;
-};
-
-}  // namespace
-
-Api::Api(Env& env, Logger& logger, TokenStore& tokens,
-         std::map<std::string, std::unique_ptr<datastore::Datastore>> stores, ApiOptions options)
-    : env_(env), logger_(logger), tokens_(tokens), stores_(std::move(stores)),
-      options_(std::move(options)),
-      sessions_(std::make_unique<SessionRegistry>(logger, options_.session_timeout)) {}
-
-void Api::Handle(const net::HttpRequest& request, net::ResponseWriter& response) {
-  Handling(env_, logger_, tokens_, stores_, *sessions_, request, response)
-      .WithTasks(tasks_.get())
-      .Run();
+  res_.Send(200, "application/octet-stream", std::move(out));
 }
 
 }  // namespace cairn::server

@@ -1,9 +1,21 @@
 // The HTTP API of `cairn serve` (docs/SERVER.md, "HTTP API"): every request
 // authenticated by token, authorised by role and datastore, then answered
-// from the datastores named in the configuration. Handlers block (file
-// reads); net::HttpServer runs them on its worker pool.
+// from the datastores named in the configuration.
 //
-// Thread safety: Handle() may be called concurrently.
+// Two steps, as net::HttpServer runs them: Admit() sees the header only (on
+// an I/O thread) and decides whether the body is worth reading: the token
+// is checked there (with the failed-login limit), so an unauthenticated
+// client never gets a body read, and each route has its own body limit.
+// Handle() then answers on a worker; it checks the token again, so it is
+// complete on its own (the fuzzer calls it directly). Handlers block on
+// their own work (file reads, hashing), never on the client.
+//
+// What a compromised client can and cannot do is docs/SECURITY.md's
+// "Threat model of the server"; refused requests go to the audit log
+// (STATE_DIR/audit.log); error answers and task logs never show the
+// server's paths.
+//
+// Thread safety: Admit() and Handle() may be called concurrently.
 #pragma once
 
 #include <chrono>
@@ -16,7 +28,6 @@
 #include "datastore/datastore.h"
 #include "net/http_server.h"
 #include "server/backup_session.h"
-#include "server/tasks.h"
 #include "server/tokens.h"
 
 namespace cairn::server {
@@ -32,12 +43,28 @@ inline constexpr size_t kMaxBatchDigests = 1024;
 enum FrameStatus : uint8_t { kFrameOk = 0, kFrameNotFound = 1, kFrameError = 2 };
 inline constexpr size_t kFrameHeaderSize = 32 + 1 + 4;
 
+// Body limits of the routes that are not uploads of chunks or files.
+inline constexpr size_t kSmallBodyLimit = 1 << 20;
+inline constexpr size_t kManifestBodyLimit = 16 << 20;
+// speedtest: what one request uploads, or asks to download.
+inline constexpr size_t kSpeedTestMaxBytes = 4 << 20;
+
 struct ApiOptions {
-  std::string state_dir;  // the server's state directory (tasks/ lives there)
-  // A backup session with no request for this long is aborted: its
-  // unfinished snapshot is removed and the group unlocked.
-  std::chrono::seconds session_timeout{900};
+  std::string state_dir;  // the server's state directory: tasks/, audit.log
+  // Backup sessions: the idle timeout, the decoded-bytes caps and the
+  // per-token quotas (server/backup_session.h).
+  SessionLimits sessions;
+  // The largest body of a chunk or file upload (a backup token's).
+  size_t max_body_bytes = 64 << 20;
+  // Chunks of the indexes a reader read that it may then download
+  // (server/read_grants.h): at most this many per token and datastore.
+  size_t max_reader_chunks = size_t{8} << 20;
+  // Failed logins from one address per minute before its logins are
+  // refused for the rest of the minute. 0: no limit.
+  int max_failed_logins_per_minute = 20;
 };
+
+struct ApiShared;
 
 class Api {
  public:
@@ -45,20 +72,15 @@ class Api {
   Api(Env& env, Logger& logger, TokenStore& tokens,
       std::map<std::string, std::unique_ptr<datastore::Datastore>> stores,
       ApiOptions options = {});
+  ~Api();
 
+  // The header step (net::Admitter): authenticates and sets the route's
+  // body limit; refuses (401, 429, 403) before any body is read.
+  net::Admission Admit(const net::HttpRequest& header);
   void Handle(const net::HttpRequest& request, net::ResponseWriter& response);
 
  private:
-  Env& env_;
-  Logger& logger_;
-  TokenStore& tokens_;
-  std::map<std::string, std::unique_ptr<datastore::Datastore>> stores_;
-  ApiOptions options_;
-  std::unique_ptr<SessionRegistry> sessions_;
-  // Server-side verify tasks (server/tasks.h). Declared after stores_:
-  // destroyed (running tasks cancelled and joined) before the datastores.
-  std::unique_ptr<TaskManager> tasks_ =
-      std::make_unique<TaskManager>(env_, logger_, options_.state_dir, stores_);
+  std::unique_ptr<ApiShared> shared_;
 };
 
 }  // namespace cairn::server

@@ -9,35 +9,11 @@
 #include "index/dynamic_index.h"
 #include "index/fixed_index.h"
 #include "index/manifest.h"
+#include "server/backup_session_state.h"
 
 namespace cairn::server {
 
-class BackupSession {
- public:
-  std::string id;
-  std::string token;
-  std::string store_name;
-  const datastore::Datastore* store = nullptr;
-  datastore::SnapshotRef snap;
-  std::chrono::steady_clock::time_point last_used;  // guarded by the registry's mutex
-
-  std::mutex mu;  // guards the members below
-  std::unique_ptr<datastore::LocalSnapshotTarget> target;
-  std::unique_ptr<FileLock> base_lock;
-  bool has_base = false;
-  DigestSet allowed;  // the base's chunks and the uploaded ones
-  struct FileSum {
-    crypto::Digest csum{};
-    uint64_t size = 0;
-  };
-  std::map<std::string, FileSum> files;
-};
-
 namespace {
-
-// The largest stored chunk accepted: a blob of kMaxRawSize that did not
-// compress, plus its header and the AEAD overhead.
-constexpr uint32_t kMaxStoredChunk = blob::kMaxRawSize + 4096;
 
 bool IsArchiveFileName(std::string_view name) {
   return IsSnapshotFileName(name) && name != index::kManifestFileName &&
@@ -50,19 +26,57 @@ std::string NewSessionId() {
   return ToHex(raw);
 }
 
-// Every digest of `digests` the session may reference, or InvalidArgument
-// naming the first that it may not.
+// Checks that the session may reference every digest of `idx` and notes
+// what the file relies on (base, proved plain uploads, encrypted uploads);
+// PermissionDenied naming the first digest it may not.
 template <typename Index>
-Status CheckReferences(const BackupSession& s, const std::string& file, const Index& idx) {
+Status CheckReferences(const BackupSession& s, const std::string& file, const Index& idx,
+                       BackupSession::FileSum* sum) {
   for (size_t i = 0; i < idx.chunk_count(); ++i) {
-    if (!s.allowed.contains(idx.digest(i))) {
+    const crypto::Digest& d = idx.digest(i);
+    if (s.base.contains(d)) {
+      sum->uses_base = true;
+    } else if (s.proven.contains(d)) {
+      sum->uses_proven = true;
+    } else if (s.unproven.contains(d)) {
+      sum->uses_unproven = true;
+    } else {
       return PermissionDeniedError(fmt::format(
           "{}: chunk {} (entry {}) was neither uploaded in this session nor is in its base "
           "snapshot",
-          file, crypto::DigestHex(idx.digest(i)), i));
+          file, crypto::DigestHex(d), i));
     }
   }
   return Status::Ok();
+}
+
+ChunkMode ModeOfManifest(const index::Manifest& m) {
+  ChunkMode mode;
+  mode.encrypted = m.encrypted;
+  if (m.encrypted) std::memcpy(mode.key_print.data(), m.key_fingerprint.data(), mode.key_print.size());
+  return mode;
+}
+
+std::string DescribeMode(const ChunkMode& mode) {
+  if (!mode.encrypted) return "plain";
+  return fmt::format("encrypted with key print {}", ToHex(mode.key_print));
+}
+
+// Groups owned by `token` in `ns` and the namespaces below it.
+Result<int> CountOwnedGroups(const datastore::Datastore& store, const std::string& ns,
+                             const std::string& token, int depth = 0) {
+  int n = 0;
+  CAIRN_ASSIGN_OR_RETURN(auto groups, store.ListGroups(ns));
+  for (const datastore::GroupRef& g : groups) {
+    if (ReadGroupOwner(store.env(), store.GroupDir(g)) == token) ++n;
+  }
+  if (depth >= 8) return n;
+  CAIRN_ASSIGN_OR_RETURN(auto children, store.ListNamespaces(ns));
+  for (const std::string& child : children) {
+    CAIRN_ASSIGN_OR_RETURN(int below, CountOwnedGroups(store, child, token, depth + 1));
+    n += below;
+  }
+  return n;
 }
 
 }  // namespace
@@ -86,8 +100,8 @@ std::string ReadGroupOwner(Env& env, const std::string& group_dir) {
   return std::string(text);
 }
 
-SessionRegistry::SessionRegistry(Logger& logger, std::chrono::seconds timeout)
-    : logger_(logger), timeout_(timeout) {
+SessionRegistry::SessionRegistry(Logger& logger, SessionLimits limits)
+    : logger_(logger), limits_(limits) {
   reaper_ = std::thread([this] { Reap(); });
 }
 
@@ -111,14 +125,15 @@ SessionRegistry::~SessionRegistry() {
 
 void SessionRegistry::Reap() {
   std::unique_lock lock(mu_);
-  auto period = std::min<std::chrono::steady_clock::duration>(std::chrono::seconds(1), timeout_);
+  auto period =
+      std::min<std::chrono::steady_clock::duration>(std::chrono::seconds(1), limits_.timeout);
   while (!stopping_) {
     cv_.wait_for(lock, period);
     auto now = std::chrono::steady_clock::now();
     std::vector<std::shared_ptr<BackupSession>> idle;
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       // use_count 1: no request of the session is running.
-      if (it->second.use_count() == 1 && now - it->second->last_used > timeout_) {
+      if (it->second.use_count() == 1 && now - it->second->last_used > limits_.timeout) {
         idle.push_back(std::move(it->second));
         it = sessions_.erase(it);
       } else {
@@ -129,53 +144,95 @@ void SessionRegistry::Reap() {
     lock.unlock();
     for (const auto& s : idle) {
       logger_.Warn("backup session {} of {} ({}): no request for {} s, aborted", s->id, s->token,
-                   s->snap.ToString(), timeout_.count());
+                   s->snap.ToString(), limits_.timeout.count());
     }
     idle.clear();  // removes the unfinished snapshots, unlocks the groups
     lock.lock();
   }
 }
 
+Status SessionRegistry::CheckQuota(const std::string& token, const std::string& store_name,
+                                   const datastore::Datastore& store, bool new_group) {
+  if (new_group) {
+    CAIRN_ASSIGN_OR_RETURN(int owned, CountOwnedGroups(store, "", token));
+    int pending = 0;  // groups its open sessions will claim
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [id, s] : sessions_) {
+        if (s->token == token && s->store_name == store_name && s->claims_group) ++pending;
+      }
+    }
+    if (owned + pending >= limits_.max_groups_per_token) {
+      return ResourceExhaustedError(fmt::format(
+          "token '{}' owns {} groups in datastore '{}' (and claims {} in open sessions): at most "
+          "{} per token (limits.max_groups_per_token)",
+          token, owned, store_name, pending, limits_.max_groups_per_token));
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::string> SessionRegistry::Begin(const std::string& token, const std::string& store_name,
                                            const datastore::Datastore& store,
                                            const datastore::SnapshotRef& snap, bool check_owner) {
-  CAIRN_ASSIGN_OR_RETURN(auto target, datastore::LocalSnapshotTarget::Begin(store, snap));
-  // Under the group lock: nobody else creates the group or its owner now.
-  Env& env = store.env();
-  std::string group_dir = store.GroupDir(snap.group);
-  std::string owner = ReadGroupOwner(env, group_dir);
-  if (!owner.empty() && check_owner && owner != token) {
-    return PermissionDeniedError(fmt::format("token '{}' does not own group {}", token,
-                                             snap.group.ToString()));
-  }
-  if (owner.empty()) {
-    if (check_owner) {
-      CAIRN_ASSIGN_OR_RETURN(auto existing, store.ListSnapshots(snap.group));
-      if (!existing.empty()) {
-        return PermissionDeniedError(fmt::format(
-            "group {} has snapshots but no owner; only an admin token may add to it", 
-            snap.group.ToString()));
-      }
-    }
-    CAIRN_RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(group_dir, kOwnerFileName),
-                                          AsBytes(token + "\n")));
-  }
   auto session = std::make_shared<BackupSession>();
   session->id = NewSessionId();
   session->token = token;
   session->store_name = store_name;
   session->store = &store;
   session->snap = snap;
-  session->target = std::move(target);
   session->last_used = std::chrono::steady_clock::now();
-  std::string id = session->id;
+  {
+    // The slot is taken now (a placeholder without a target), so that
+    // concurrent Begins of one token cannot all pass the count.
+    std::lock_guard lock(mu_);
+    int open = 0;
+    for (const auto& [id, s] : sessions_) open += s->token == token ? 1 : 0;
+    if (open >= limits_.max_sessions_per_token) {
+      return ResourceExhaustedError(fmt::format(
+          "token '{}' has {} backup sessions open: at most {} per token "
+          "(limits.max_sessions_per_token); finish or abort one first",
+          token, open, limits_.max_sessions_per_token));
+    }
+    sessions_.emplace(session->id, session);
+  }
+  auto claims = OpenTarget(*session, store, check_owner);
   {
     std::lock_guard lock(mu_);
-    sessions_.emplace(id, std::move(session));
+    if (!claims.ok()) {
+      sessions_.erase(session->id);
+      return claims.status();
+    }
+    session->claims_group = *claims;
+    session->started = true;
   }
-  logger_.Info("backup session {} of {}: {} in datastore '{}'", id, token, snap.ToString(),
-               store_name);
-  return id;
+  logger_.Info("backup session {} of {}: {} in datastore '{}'", session->id, token,
+               snap.ToString(), store_name);
+  return session->id;
+}
+
+Result<bool> SessionRegistry::OpenTarget(BackupSession& s, const datastore::Datastore& store,
+                                         bool check_owner) {
+  CAIRN_ASSIGN_OR_RETURN(auto target, datastore::LocalSnapshotTarget::Begin(store, s.snap));
+  // Under the group lock: nobody else creates the group or its owner now.
+  std::string owner = ReadGroupOwner(store.env(), store.GroupDir(s.snap.group));
+  if (!owner.empty() && check_owner && owner != s.token) {
+    return PermissionDeniedError(fmt::format("token '{}' does not own group {}", s.token,
+                                             s.snap.group.ToString()));
+  }
+  if (owner.empty() && check_owner) {
+    CAIRN_ASSIGN_OR_RETURN(auto existing, store.ListSnapshots(s.snap.group));
+    if (!existing.empty()) {
+      return PermissionDeniedError(fmt::format(
+          "group {} has snapshots but no owner; only an admin token may add to it",
+          s.snap.group.ToString()));
+    }
+    CAIRN_RETURN_IF_ERROR(CheckQuota(s.token, s.store_name, store, /*new_group=*/true));
+  }
+  std::lock_guard lock(s.mu);
+  s.target = std::move(target);
+  // The owner file is written at finish: an aborted session claims nothing.
+  return owner.empty();
 }
 
 Result<std::shared_ptr<BackupSession>> SessionRegistry::Find(const std::string& id,
@@ -184,10 +241,10 @@ Result<std::shared_ptr<BackupSession>> SessionRegistry::Find(const std::string& 
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end() || it->second->token != token ||
-      it->second->store_name != store_name) {
+      it->second->store_name != store_name || !it->second->started) {
     return NotFoundError(fmt::format(
         "no backup session '{}' (it ended, was aborted, or was idle for more than {} s)", id,
-        timeout_.count()));
+        limits_.timeout.count()));
   }
   it->second->last_used = std::chrono::steady_clock::now();
   return it->second;
@@ -208,59 +265,16 @@ Status SessionRegistry::UseBase(BackupSession& s, const std::string& time) {
   for (const index::ArchiveEntry& entry : manifest.archives) {
     if (entry.kind == index::ArchiveKind::kImage) {
       CAIRN_ASSIGN_OR_RETURN(index::FixedIndex idx, store.ReadImageIndex(base, entry));
-      s.allowed.insert(idx.digests().begin(), idx.digests().end());
+      s.base.insert(idx.digests().begin(), idx.digests().end());
     } else if (entry.kind == index::ArchiveKind::kTree) {
       CAIRN_ASSIGN_OR_RETURN(auto indexes, store.ReadTreeIndexes(base, entry));
-      for (size_t i = 0; i < indexes.meta.chunk_count(); ++i) s.allowed.insert(indexes.meta.digest(i));
-      for (size_t i = 0; i < indexes.data.chunk_count(); ++i) s.allowed.insert(indexes.data.digest(i));
+      for (size_t i = 0; i < indexes.meta.chunk_count(); ++i) s.base.insert(indexes.meta.digest(i));
+      for (size_t i = 0; i < indexes.data.chunk_count(); ++i) s.base.insert(indexes.data.digest(i));
     }
   }
+  s.base_mode = ModeOfManifest(manifest);
   s.has_base = true;
   return Status::Ok();
-}
-
-Result<UploadResult> SessionRegistry::UploadChunks(BackupSession& s, ByteSpan frames) {
-  UploadResult result;
-  std::vector<crypto::Digest> stored;
-  while (!frames.empty()) {
-    if (frames.size() < kUploadFrameHeaderSize) {
-      return InvalidArgumentError(fmt::format(
-          "chunk upload: {} bytes left after {} chunks, less than a frame header", frames.size(),
-          result.chunks));
-    }
-    crypto::Digest id;
-    std::memcpy(id.data(), frames.data(), 32);
-    uint32_t length = format::GetU32(&frames[32]);
-    if (length > kMaxStoredChunk || length > frames.size() - kUploadFrameHeaderSize) {
-      return InvalidArgumentError(fmt::format(
-          "chunk upload: chunk {} claims {} bytes, {} are left (at most {} per chunk)",
-          crypto::DigestHex(id), length, frames.size() - kUploadFrameHeaderSize,
-          kMaxStoredChunk));
-    }
-    ByteSpan blob = frames.subspan(kUploadFrameHeaderSize, length);
-    frames = frames.subspan(kUploadFrameHeaderSize + length);
-    // The server re-hashes what it can: a plain chunk must decode to its
-    // digest; an encrypted one (no key here) must pass its CRC.
-    auto header = blob::Check(blob);
-    Status valid = header.status();
-    if (valid.ok() && header->encryption == blob::Encryption::kNone) {
-      valid = blob::DecodeChunk(blob, id).status();
-    }
-    if (!valid.ok()) {
-      return InvalidArgumentError(fmt::format("chunk {} refused: {}", crypto::DigestHex(id),
-                                              valid.message()));
-    }
-    CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, s.store->sink().Insert(id, blob));
-    ++result.chunks;
-    if (r.inserted) {
-      ++result.inserted;
-      result.stored_bytes += r.stored_bytes;
-    }
-    stored.push_back(id);
-  }
-  std::lock_guard lock(s.mu);
-  s.allowed.insert(stored.begin(), stored.end());
-  return result;
 }
 
 Status SessionRegistry::PutFile(BackupSession& s, const std::string& name, ByteSpan data) {
@@ -275,59 +289,66 @@ Status SessionRegistry::PutFile(BackupSession& s, const std::string& name, ByteS
   if (name.ends_with(".img.fidx")) {
     auto idx = index::FixedIndex::Decode(data);
     if (!idx.ok()) return InvalidArgumentError(fmt::format("{}: {}", name, idx.status().message()));
-    CAIRN_RETURN_IF_ERROR(CheckReferences(s, name, *idx));
-    sum = {idx->csum(), idx->image_size()};
+    CAIRN_RETURN_IF_ERROR(CheckReferences(s, name, *idx, &sum));
+    sum.csum = idx->csum();
+    sum.size = idx->image_size();
   } else if (name.ends_with(".didx")) {
     auto idx = index::DynamicIndex::Decode(data);
     if (!idx.ok()) return InvalidArgumentError(fmt::format("{}: {}", name, idx.status().message()));
-    CAIRN_RETURN_IF_ERROR(CheckReferences(s, name, *idx));
-    sum = {idx->csum(), idx->size()};
+    CAIRN_RETURN_IF_ERROR(CheckReferences(s, name, *idx, &sum));
+    sum.csum = idx->csum();
+    sum.size = idx->size();
   } else {
     auto header = blob::Check(data);
     if (!header.ok()) {
       return InvalidArgumentError(fmt::format("{}: {}", name, header.status().message()));
     }
-    sum = {crypto::Sha256(data), header->raw_size};
+    sum.csum = crypto::Sha256(data);
+    sum.size = header->raw_size;
+    ChunkMode mode;
+    mode.encrypted = header->encryption != blob::Encryption::kNone;
+    if (mode.encrypted) mode.key_print = header->key_print;
+    sum.blob_mode = mode;
   }
   CAIRN_RETURN_IF_ERROR(s.target->WriteFile(name, data));
   s.files.emplace(name, sum);
   return Status::Ok();
 }
 
-Result<datastore::SnapshotRef> SessionRegistry::Finish(const std::string& id, ByteSpan stored) {
-  std::shared_ptr<BackupSession> s;
-  {
-    std::lock_guard lock(mu_);
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) return NotFoundError(fmt::format("no backup session '{}'", id));
-    s = std::move(it->second);
-    sessions_.erase(it);
-  }
-  std::lock_guard lock(s->mu);
-  auto manifest = index::DecodeManifest(stored);
-  if (!manifest.ok()) {
-    return InvalidArgumentError(fmt::format("manifest: {}", manifest.status().message()));
-  }
-  if (manifest->ns != s->snap.group.ns || manifest->type != s->snap.group.type ||
-      manifest->id != s->snap.group.id || manifest->time != s->snap.TimeString()) {
+// The session's files against the manifest: the same files, checksums and
+// sizes, and chunks of the manifest's mode only.
+static Status CheckManifest(const BackupSession& s, const index::Manifest& manifest) {
+  if (manifest.ns != s.snap.group.ns || manifest.type != s.snap.group.type ||
+      manifest.id != s.snap.group.id || manifest.time != s.snap.TimeString()) {
     return InvalidArgumentError(fmt::format("the manifest names another snapshot than {}",
-                                            s->snap.ToString()));
+                                            s.snap.ToString()));
   }
+  const ChunkMode mode = ModeOfManifest(manifest);
   size_t expected = 0;
   auto check = [&](const std::string& file, const crypto::Digest& csum, uint64_t size,
                    bool check_size) -> Status {
-    auto it = s->files.find(file);
-    if (it == s->files.end()) {
+    auto it = s.files.find(file);
+    if (it == s.files.end()) {
       return InvalidArgumentError(fmt::format("the manifest lists {}, which was not uploaded", file));
     }
-    if (it->second.csum != csum || (check_size && it->second.size != size)) {
+    const BackupSession::FileSum& f = it->second;
+    if (f.csum != csum || (check_size && f.size != size)) {
       return InvalidArgumentError(
           fmt::format("the manifest's checksum or size of {} does not match the uploaded file", file));
+    }
+    // A plain id and an encrypted one are never confused: a snapshot holds
+    // chunks of its own mode (and key) only.
+    if ((mode.encrypted && f.uses_proven) || (!mode.encrypted && f.uses_unproven) ||
+        (f.uses_base && mode != s.base_mode) || (f.blob_mode && *f.blob_mode != mode)) {
+      return InvalidArgumentError(fmt::format(
+          "{} holds chunks of another mode than the manifest ({}): a snapshot is plain or "
+          "encrypted with one key throughout",
+          file, DescribeMode(mode)));
     }
     ++expected;
     return Status::Ok();
   };
-  for (const index::ArchiveEntry& e : manifest->archives) {
+  for (const index::ArchiveEntry& e : manifest.archives) {
     switch (e.kind) {
       case index::ArchiveKind::kImage:
         CAIRN_RETURN_IF_ERROR(check(e.FileName(), e.csum, e.size, true));
@@ -338,15 +359,51 @@ Result<datastore::SnapshotRef> SessionRegistry::Finish(const std::string& id, By
         break;
       case index::ArchiveKind::kBlob:
         // An encrypted blob's plaintext size is not known here.
-        CAIRN_RETURN_IF_ERROR(check(e.FileName(), e.csum, e.size, !manifest->encrypted));
+        CAIRN_RETURN_IF_ERROR(check(e.FileName(), e.csum, e.size, !manifest.encrypted));
         break;
     }
   }
-  if (expected != s->files.size()) {
+  if (expected != s.files.size()) {
     return InvalidArgumentError(fmt::format(
-        "{} files were uploaded but the manifest lists {}", s->files.size(), expected));
+        "{} files were uploaded but the manifest lists {}", s.files.size(), expected));
   }
-  CAIRN_RETURN_IF_ERROR(s->target->Commit(stored));
+  if (mode.encrypted && s.upload_key && *s.upload_key != mode) {
+    return InvalidArgumentError(fmt::format(
+        "the session's chunks were uploaded {}, but the manifest is {}",
+        DescribeMode(*s.upload_key), DescribeMode(mode)));
+  }
+  return Status::Ok();
+}
+
+Result<datastore::SnapshotRef> SessionRegistry::Finish(const std::string& id, ByteSpan stored) {
+  std::shared_ptr<BackupSession> s;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end() || !it->second->started) {
+      return NotFoundError(fmt::format("no backup session '{}'", id));
+    }
+    s = std::move(it->second);
+    sessions_.erase(it);
+  }
+  std::lock_guard lock(s->mu);
+  auto manifest = index::DecodeManifest(stored);
+  if (!manifest.ok()) {
+    return InvalidArgumentError(fmt::format("manifest: {}", manifest.status().message()));
+  }
+  CAIRN_RETURN_IF_ERROR(CheckManifest(*s, *manifest));
+  // The group becomes the token's now, with its first snapshot: before the
+  // commit, so no moment shows a snapshot without its owner; undone when
+  // the commit fails. The group lock is held throughout.
+  Env& env = s->store->env();
+  const std::string owner_file = JoinPath(s->store->GroupDir(s->snap.group), kOwnerFileName);
+  if (s->claims_group) {
+    CAIRN_RETURN_IF_ERROR(WriteFileAtomic(env, owner_file, AsBytes(s->token + "\n")));
+  }
+  if (Status c = s->target->Commit(stored); !c.ok()) {
+    if (s->claims_group) env.RemoveFile(owner_file).IgnoreError();  // best effort; ours
+    return c;
+  }
   logger_.Info("backup session {} of {}: {} finished ({} archives)", id, s->token,
                s->snap.ToString(), manifest->archives.size());
   return s->snap;
@@ -357,7 +414,7 @@ void SessionRegistry::Abort(const std::string& id) {
   {
     std::lock_guard lock(mu_);
     auto it = sessions_.find(id);
-    if (it == sessions_.end()) return;
+    if (it == sessions_.end() || !it->second->started) return;
     s = std::move(it->second);
     sessions_.erase(it);
   }
@@ -365,28 +422,32 @@ void SessionRegistry::Abort(const std::string& id) {
                s->snap.ToString());
 }
 
-bool SessionRegistry::MayRead(const std::string& token, const std::string& store_name,
-                              const crypto::Digest& id) {
+std::vector<ChunkMode> SessionRegistry::ReadableModes(const std::string& token,
+                                                      const std::string& store_name,
+                                                      const crypto::Digest& id) {
+  std::vector<ChunkMode> modes;
   std::lock_guard lock(mu_);
   for (const auto& [sid, s] : sessions_) {
-    if (s->token != token || s->store_name != store_name) continue;
+    if (s->token != token || s->store_name != store_name || !s->started) continue;
     std::lock_guard slock(s->mu);
-    if (s->allowed.contains(id)) return true;
+    if (s->has_base && s->base.contains(id)) modes.push_back(s->base_mode);
   }
-  return false;
+  return modes;
 }
 
 bool SessionRegistry::HasSession(const std::string& token, const std::string& store_name) {
   std::lock_guard lock(mu_);
   for (const auto& [sid, s] : sessions_) {
-    if (s->token == token && s->store_name == store_name) return true;
+    if (s->token == token && s->store_name == store_name && s->started) return true;
   }
   return false;
 }
 
 size_t SessionRegistry::open_sessions() {
   std::lock_guard lock(mu_);
-  return sessions_.size();
+  size_t n = 0;
+  for (const auto& [sid, s] : sessions_) n += s->started ? 1 : 0;
+  return n;
 }
 
 }  // namespace cairn::server

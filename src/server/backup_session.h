@@ -9,20 +9,39 @@
 //   finish  POST   …/backup/ID/finish  the encoded manifest (index.json.blob)
 //   abort   DELETE …/backup/ID
 //
-// The rules, as in PBS: a session may reference (in an index it uploads)
-// only chunks it uploaded itself or that its base snapshot's indexes hold,
-// so nobody can probe the datastore for a chunk by digest; every
-// unencrypted chunk is re-hashed and must match its digest, an encrypted
-// one must pass its CRC; the manifest must describe exactly the files
-// uploaded, with their checksums. The snapshot appears only at finish
-// (LocalSnapshotTarget::Commit, the same code as a local backup); a session
-// aborted, or idle past the timeout (a killed client), removes its
-// directory and unlocks its group.
+// The rules, as in PBS, against a client that may be hostile (one host of
+// many, compromised):
+//   - References: an index the session uploads may list only chunks of its
+//     base snapshot's indexes, plain chunks it uploaded and the server proved
+//     (decoded and hashed to their digest), and encrypted chunks it uploaded
+//     (the server has no key: it checks their CRC and nothing more). Nobody
+//     can make a snapshot out of digests it merely knows.
+//   - Reads: a backup token reads only chunks of its open sessions' bases,
+//     and only when the stored chunk is in the base's mode (plain, or
+//     encrypted under the base manifest's key print). An upload never grants
+//     a read: a fake upload under another host's digest gives nothing back.
+//   - Storing: a proved plain upload replaces a stored copy that is not a
+//     valid plain copy of its digest (a fake "encrypted" blob planted under
+//     it, or a damaged one); an encrypted upload never replaces anything.
+//     What the upload answer says is the same whether a chunk was new.
+//   - Modes: one session uploads chunks of one key (or none); at finish an
+//     encrypted manifest may reference no proved plain upload and must name
+//     that key, a plain one no encrypted upload.
+//   - Cost: frames of digests the session already holds are skipped
+//     without decoding; what plain frames decode to is capped per request
+//     and per session.
+//   - Ownership: a new group becomes the token's at finish, not before, so
+//     an aborted session claims nothing; a token may hold a bounded number
+//     of open sessions and of groups.
+// The snapshot appears only at finish (LocalSnapshotTarget::Commit, the same
+// code as a local backup); a session aborted, or idle past the timeout (a
+// killed client), removes its directory and unlocks its group.
 //
 // Thread safety: all methods may be called concurrently; requests of one
 // session (parallel chunk uploads) too.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -31,36 +50,62 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_set>
+#include <vector>
 
 #include "base/env.h"
 #include "base/logging.h"
+#include "crypto/crypt_config.h"
 #include "datastore/snapshot_writer.h"
+#include "server/digest_set.h"
 
 namespace cairn::server {
-
-using DigestSet = std::unordered_set<crypto::Digest, crypto::DigestHash>;
 
 // Chunk upload frames: digest[32] | length u32 LE | payload[length].
 inline constexpr size_t kUploadFrameHeaderSize = 32 + 4;
 
+struct SessionLimits {
+  // A session with no request for this long is aborted.
+  std::chrono::seconds timeout{900};
+  // What the plain chunks of one upload request, and of one session, may
+  // decode to (the server decompresses and hashes them). A client batches
+  // by both stored and raw bytes (remote_backend.cc) to stay below.
+  uint64_t max_decoded_per_request = uint64_t{1} << 30;
+  uint64_t max_decoded_per_session = uint64_t{16} << 40;
+  // Open sessions per token, and groups a backup token may own per store.
+  int max_sessions_per_token = 16;
+  int max_groups_per_token = 1000;
+};
+
+// The upload answer: what was received, never what was new to the store
+// (that would tell a client which digests exist).
 struct UploadResult {
-  uint64_t chunks = 0;    // in the request
-  uint64_t inserted = 0;  // new to the datastore
-  uint64_t stored_bytes = 0;
+  uint64_t chunks = 0;  // frames in the request
+  uint64_t bytes = 0;   // their stored bytes
+};
+
+// How a chunk is stored: plain, or encrypted under a key print (the first
+// 8 bytes of the key's fingerprint, in every encrypted blob's header).
+struct ChunkMode {
+  bool encrypted = false;
+  std::array<uint8_t, crypto::kShortFingerprintSize> key_print{};
+  bool operator==(const ChunkMode&) const = default;
 };
 
 class BackupSession;
 
 class SessionRegistry {
  public:
-  SessionRegistry(Logger& logger, std::chrono::seconds timeout);
+  SessionRegistry(Logger& logger, SessionLimits limits);
+  SessionRegistry(Logger& logger, std::chrono::seconds timeout)
+      : SessionRegistry(logger, SessionLimits{.timeout = timeout}) {}
   ~SessionRegistry();  // aborts every open session
 
   // Opens a session for `snap` in `store` (named `store_name`) for the
-  // token `token`. `check_owner`: the group must be new (it then becomes the
-  // token's) or already the token's (backup tokens); otherwise the owner
-  // file is only written when the group has none. Returns the session id.
+  // token `token`. `check_owner` (backup tokens): the group must be the
+  // token's, or new (no owner, no snapshot); it becomes the token's at
+  // finish. Otherwise (admin) the owner file is written at finish when the
+  // group has none. PermissionDenied for a group of another token;
+  // ResourceExhausted past the token's quota of sessions or groups.
   Result<std::string> Begin(const std::string& token, const std::string& store_name,
                             const datastore::Datastore& store, const datastore::SnapshotRef& snap,
                             bool check_owner);
@@ -71,6 +116,8 @@ class SessionRegistry {
                                               const std::string& store_name);
 
   Status UseBase(BackupSession& session, const std::string& time);
+  // InvalidArgument for a malformed frame or a plain chunk that is not its
+  // digest; OutOfRange past the decoded-bytes caps.
   Result<UploadResult> UploadChunks(BackupSession& session, ByteSpan frames);
   Status PutFile(BackupSession& session, const std::string& name, ByteSpan data);
   // Checks the manifest against the session and commits. The session ends
@@ -78,19 +125,31 @@ class SessionRegistry {
   Result<datastore::SnapshotRef> Finish(const std::string& id, ByteSpan manifest);
   void Abort(const std::string& id);
 
-  // Whether `token` has an open session in `store_name` whose base or
-  // uploads hold `id`: a backup token may read those chunks (the tree
-  // backup reads its base's metadata), and no others.
-  bool MayRead(const std::string& token, const std::string& store_name, const crypto::Digest& id);
+  // The modes a chunk `id` must be stored in for `token` to read it in
+  // `store_name`: one per open session of the token whose base holds `id`
+  // (the tree backup reads its base's metadata). Empty: it may not.
+  std::vector<ChunkMode> ReadableModes(const std::string& token, const std::string& store_name,
+                                       const crypto::Digest& id);
   bool HasSession(const std::string& token, const std::string& store_name);
 
   size_t open_sessions();
 
  private:
   void Reap();
+  // Proves and stores one frame (chunk_upload.cc).
+  Status AdmitChunk(BackupSession& s, const crypto::Digest& id, ByteSpan blob,
+                    uint64_t* request_decoded);
+  // Begin's part under the group lock: the target, the owner checks and
+  // the group quota. True when the session will claim a new group.
+  // Counts `raw_size` decoded bytes against the request's and the
+  // session's caps (OutOfRange past either).
+  Status Charge(BackupSession& s, uint64_t raw_size, uint64_t* request_decoded);
+  Result<bool> OpenTarget(BackupSession& s, const datastore::Datastore& store, bool check_owner);
+  Status CheckQuota(const std::string& token, const std::string& store_name,
+                    const datastore::Datastore& store, bool new_group);
 
   Logger& logger_;
-  std::chrono::seconds timeout_;
+  const SessionLimits limits_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;

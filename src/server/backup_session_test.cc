@@ -5,7 +5,9 @@
 #include <thread>
 
 #include "blob/blob.h"
+#include "crypto/crypt_config.h"
 #include "format/coding.h"
+#include "format/crc32c.h"
 #include "index/fixed_index.h"
 #include "index/manifest.h"
 #include "tests/unit_test_util.h"
@@ -32,6 +34,28 @@ Chunk MakeChunk(char fill) {
   auto stored = blob::Encode(plain);
   EXPECT_TRUE(stored.ok());
   return {blob::ChunkId(plain, nullptr), *stored};
+}
+
+// An encrypted blob of `content` under a key of its own, claiming `id`:
+// what a hostile client uploads (the server cannot tell it from a real
+// one). With `key_print`, the header claims that key print instead (CRC
+// recomputed).
+Chunk FakeEncrypted(const crypto::Digest& id, char content,
+                    std::optional<std::array<uint8_t, 8>> key_print = {}) {
+  crypto::Key256 master{};
+  master.fill(static_cast<uint8_t>(content));
+  auto key = crypto::CryptConfig::FromMasterKey(master);
+  Bytes plain(80, static_cast<uint8_t>(content));
+  blob::EncodeOptions options;
+  options.crypt = key.get();
+  Bytes stored = blob::Encode(plain, options).value();
+  if (key_print) {
+    std::memcpy(&stored[48], key_print->data(), 8);
+    uint32_t crc = format::Crc32cExtend(format::Crc32c(ByteSpan(stored).first(60)),
+                                        ByteSpan(stored).subspan(64));
+    format::PutU32(&stored[60], crc);
+  }
+  return {id, stored};
 }
 
 Bytes Frames(const std::vector<Chunk>& chunks) {
@@ -220,18 +244,123 @@ TEST_F(BackupSessionTest, SessionsBelongToTheirTokenAndReadsToTheirBase) {
   Chunk a = MakeChunk('a'), b = MakeChunk('b');
   CAIRN_ASSERT_OK(BackUp(r, {group_, kT0}, {a}, {a.id}));
   CAIRN_ASSERT_OK(store_->chunks().Insert(b.id, b.stored).status());
-  EXPECT_FALSE(r.MayRead("bk", "main", a.id));  // no session open
+  EXPECT_TRUE(r.ReadableModes("bk", "main", a.id).empty());  // no session open
   std::string id = Begin(r, {group_, kT0 + 1});
   EXPECT_EQ(CodeOf(r.Find(id, "other", "main")), StatusCode::kNotFound);
   EXPECT_EQ(CodeOf(r.Find(id, "bk", "elsewhere")), StatusCode::kNotFound);
   auto s = Find(r, id);
   CAIRN_ASSERT_OK(r.UseBase(*s, SnapshotRef{group_, kT0}.TimeString()));
-  EXPECT_TRUE(r.MayRead("bk", "main", a.id));
-  EXPECT_FALSE(r.MayRead("bk", "main", b.id));
-  EXPECT_FALSE(r.MayRead("other", "main", a.id));
+  // The base's chunks, in the base's mode (plain).
+  EXPECT_EQ(r.ReadableModes("bk", "main", a.id), std::vector<ChunkMode>{ChunkMode{}});
+  EXPECT_TRUE(r.ReadableModes("bk", "main", b.id).empty());
+  EXPECT_TRUE(r.ReadableModes("other", "main", a.id).empty());
+  // An upload never makes a chunk readable, proved or not.
+  Chunk c = MakeChunk('c');
+  CAIRN_ASSERT_OK(r.UploadChunks(*s, Frames({c, FakeEncrypted(b.id, 'x')})).status());
+  EXPECT_TRUE(r.ReadableModes("bk", "main", c.id).empty());
+  EXPECT_TRUE(r.ReadableModes("bk", "main", b.id).empty());
   r.Abort(id);
-  EXPECT_FALSE(r.MayRead("bk", "main", a.id));
+  EXPECT_TRUE(r.ReadableModes("bk", "main", a.id).empty());
   EXPECT_EQ(Listed(group_), 1u);
+}
+
+TEST_F(BackupSessionTest, AFakeNeverStandsOverAProvedChunk) {
+  SessionRegistry r(*logger_, std::chrono::seconds(60));
+  Chunk a = MakeChunk('a'), b = MakeChunk('b');
+  // A hostile session plants a fake "encrypted" blob under a's digest
+  // (a = SHA-256 of a plaintext it can guess), and one under b's once b is
+  // stored.
+  CAIRN_ASSERT_OK(BackUp(r, {group_, kT0}, {b}, {b.id}));
+  GroupRef evil{"", "vm", "666"};
+  std::string id = Begin(r, {evil, kT0}, "evil");
+  auto s = r.Find(id, "evil", "main").value();
+  CAIRN_ASSERT_OK(r.UploadChunks(*s, Frames({FakeEncrypted(a.id, 'x'), FakeEncrypted(b.id, 'x')}))
+                      .status());
+  r.Abort(id);
+  s.reset();
+  // b stays as proved; a holds the fake.
+  EXPECT_EQ(*store_->chunks().Read(b.id), b.stored);
+  EXPECT_NE(*store_->chunks().Read(a.id), a.stored);
+  // The owner backs a up: its proved upload replaces the fake, and the
+  // snapshot restores.
+  CAIRN_ASSERT_OK(BackUp(r, {group_, kT0 + 1}, {a}, {a.id, b.id}, kT0));
+  EXPECT_EQ(*store_->chunks().Read(a.id), a.stored);
+  auto plain = blob::DecodeChunk(*store_->chunks().Read(a.id), a.id);
+  CAIRN_EXPECT_OK(plain);
+  // A byte-identical upload of a stored chunk is kept as it is.
+  CAIRN_ASSERT_OK(BackUp(r, {group_, kT0 + 2}, {a, b}, {a.id, b.id}));
+  EXPECT_EQ(*store_->chunks().Read(a.id), a.stored);
+}
+
+TEST_F(BackupSessionTest, ModesAreNeverMixed) {
+  SessionRegistry r(*logger_, std::chrono::seconds(60));
+  Chunk a = MakeChunk('a');
+  CAIRN_ASSERT_OK(store_->chunks().Insert(a.id, a.stored).status());
+  // A fake encrypted upload of a plain chunk's digest: referenced, but a
+  // plain snapshot may not use it.
+  EXPECT_EQ(CodeOf(BackUp(r, {group_, kT0}, {FakeEncrypted(a.id, 'x')}, {a.id})),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Listed(group_), 0u);
+  // Chunks of two keys in one session: refused.
+  std::string id = Begin(r, {group_, kT0 + 1});
+  auto s = Find(r, id);
+  Chunk b = MakeChunk('b');
+  EXPECT_EQ(CodeOf(r.UploadChunks(*s, Frames({FakeEncrypted(a.id, 'x'), FakeEncrypted(b.id, 'y')}))),
+            StatusCode::kInvalidArgument);
+  s.reset();
+  r.Abort(id);
+}
+
+TEST_F(BackupSessionTest, RepeatedFramesAreDecodedOnceAndDecodingIsCapped) {
+  SessionLimits limits;
+  limits.max_decoded_per_request = 3 * kChunk;
+  limits.max_decoded_per_session = 5 * kChunk;
+  SessionRegistry r(*logger_, limits);
+  std::string id = Begin(r, {group_, kT0});
+  auto s = Find(r, id);
+  Chunk a = MakeChunk('a'), b = MakeChunk('b'), c = MakeChunk('c'), d = MakeChunk('d');
+  // The same chunk 40 times, in two encodings (so that no copy is the
+  // stored bytes): decoded once, then skipped as held.
+  Bytes plain(kChunk, static_cast<uint8_t>('a'));
+  for (size_t i = 0; i < plain.size(); i += 7) plain[i] = static_cast<uint8_t>(i * 31 + 'a');
+  blob::EncodeOptions raw;
+  raw.compress = false;
+  Chunk a_raw{a.id, blob::Encode(plain, raw).value()};
+  ASSERT_NE(a_raw.stored, a.stored);
+  std::vector<Chunk> repeats;
+  for (int i = 0; i < 20; ++i) repeats.insert(repeats.end(), {a, a_raw});
+  CAIRN_ASSERT_OK(r.UploadChunks(*s, Frames(repeats)).status());  // a decoded once
+  EXPECT_EQ(CodeOf(r.UploadChunks(*s, Frames({b, c, d, MakeChunk('e')}))),
+            StatusCode::kOutOfRange);  // 4 decodes in one request
+  // The session's cap: a, b, c, d decoded (4 of 5); two more pass no more.
+  EXPECT_EQ(CodeOf(r.UploadChunks(*s, Frames({MakeChunk('f'), MakeChunk('g')}))),
+            StatusCode::kOutOfRange);
+  s.reset();
+  r.Abort(id);
+}
+
+TEST_F(BackupSessionTest, AnAbortedSessionClaimsNoGroupAndQuotasHold) {
+  SessionLimits limits;
+  limits.max_sessions_per_token = 2;
+  limits.max_groups_per_token = 1;
+  SessionRegistry r(*logger_, limits);
+  std::string id = Begin(r, {group_, kT0}, "squatter");
+  r.Abort(id);
+  EXPECT_EQ(ReadGroupOwner(*env_, store_->GroupDir(group_)), "");
+  // The group is still free for its real owner.
+  Chunk a = MakeChunk('a');
+  CAIRN_ASSERT_OK(BackUp(r, {group_, kT0 + 1}, {a}, {a.id}));
+  EXPECT_EQ(ReadGroupOwner(*env_, store_->GroupDir(group_)), "bk");
+  // bk owns one group: a new one is past its quota, its own is not.
+  EXPECT_EQ(CodeOf(r.Begin("bk", "main", *store_, {{"", "vm", "101"}, kT0}, true)),
+            StatusCode::kResourceExhausted);
+  std::string one = Begin(r, {group_, kT0 + 2});
+  // Two sessions at once at most.
+  std::string two = Begin(r, {{"", "vm", "102"}, kT0}, "bk", /*check_owner=*/false);
+  EXPECT_EQ(CodeOf(r.Begin("bk", "main", *store_, {{"", "vm", "103"}, kT0}, false)),
+            StatusCode::kResourceExhausted);
+  r.Abort(one);
+  r.Abort(two);
 }
 
 }  // namespace

@@ -115,11 +115,51 @@ Status ParseTls(const Checker& c, const json& v, ServerConfig* config) {
   return Status::Ok();
 }
 
-Status ParseLimits(const Checker& c, const json& v, net::ServerOptions* limits) {
+// The API's and the backup sessions' keys of "limits"; false when `key` is
+// none of them.
+Result<bool> ParseApiLimit(const Checker& c, const std::string& key, const json& value,
+                           ServerConfig* config) {
+  const std::string name = "limits." + key;
+  SessionLimits* sessions = &config->sessions;
+  if (key == "max_reader_chunks") {
+    CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, int64_t{1} << 34));
+    config->api.max_reader_chunks = static_cast<size_t>(n);
+  } else if (key == "max_failed_logins_per_minute") {
+    CAIRN_ASSIGN_OR_RETURN(int64_t n, c.NonNegative(name, value, 1'000'000));
+    config->api.max_failed_logins_per_minute = static_cast<int>(n);
+  } else if (key == "max_decoded_mib_per_request") {
+    CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, 1 << 20));
+    sessions->max_decoded_per_request = static_cast<uint64_t>(n) << 20;
+  } else if (key == "max_decoded_gib_per_session") {
+    CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, int64_t{1} << 30));
+    sessions->max_decoded_per_session = static_cast<uint64_t>(n) << 30;
+  } else if (key == "max_sessions_per_token") {
+    CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, 100'000));
+    sessions->max_sessions_per_token = static_cast<int>(n);
+  } else if (key == "max_groups_per_token") {
+    CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, 100'000'000));
+    sessions->max_groups_per_token = static_cast<int>(n);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+constexpr char kLimitKeys[] =
+    "max_connections, max_connections_per_address, reserved_connections, max_body_mib, "
+    "max_header_kib, handshake_timeout_s, header_timeout_s, request_timeout_s, idle_timeout_s, "
+    "write_timeout_s, io_threads, worker_threads, max_requests_per_token, token_workers, "
+    "max_decoded_mib_per_request, max_decoded_gib_per_session, max_sessions_per_token, "
+    "max_groups_per_token, max_reader_chunks, max_failed_logins_per_minute";
+
+Status ParseLimits(const Checker& c, const json& v, ServerConfig* config) {
   if (!v.is_object()) return c.Error("limits", "must be an object");
   constexpr int64_t kDay = 86'400;
+  net::ServerOptions* limits = &config->limits;
   for (const auto& [key, value] : v.items()) {
     const std::string name = "limits." + key;
+    CAIRN_ASSIGN_OR_RETURN(bool done, ParseApiLimit(c, key, value, config));
+    if (done) continue;
     if (key == "max_connections") {
       CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, 1'000'000));
       limits->max_connections = static_cast<int>(n);
@@ -132,6 +172,24 @@ Status ParseLimits(const Checker& c, const json& v, net::ServerOptions* limits) 
     } else if (key == "request_timeout_s") {
       CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, kDay));
       limits->request_timeout = std::chrono::seconds(n);
+    } else if (key == "handshake_timeout_s") {
+      CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, kDay));
+      limits->handshake_timeout = std::chrono::seconds(n);
+    } else if (key == "header_timeout_s") {
+      CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, kDay));
+      limits->header_timeout = std::chrono::seconds(n);
+    } else if (key == "max_connections_per_address") {
+      CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, 1'000'000));
+      limits->max_connections_per_address = static_cast<int>(n);
+    } else if (key == "reserved_connections") {
+      CAIRN_ASSIGN_OR_RETURN(int64_t n, c.NonNegative(name, value, 1'000'000));
+      limits->reserved_connections = static_cast<int>(n);
+    } else if (key == "max_requests_per_token") {
+      CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, 1'000'000));
+      limits->max_requests_per_tenant = static_cast<int>(n);
+    } else if (key == "token_workers") {
+      CAIRN_ASSIGN_OR_RETURN(int64_t n, c.NonNegative(name, value, 4096));
+      limits->tenant_workers = static_cast<int>(n);
     } else if (key == "idle_timeout_s") {
       CAIRN_ASSIGN_OR_RETURN(int64_t n, c.Positive(name, value, kDay));
       limits->idle_timeout = std::chrono::seconds(n);
@@ -145,10 +203,7 @@ Status ParseLimits(const Checker& c, const json& v, net::ServerOptions* limits) 
       CAIRN_ASSIGN_OR_RETURN(int64_t n, c.NonNegative(name, value, 4096));
       limits->worker_threads = static_cast<int>(n);
     } else {
-      return c.Error(name,
-                     "unknown key (expected max_connections, max_body_mib, max_header_kib, "
-                     "request_timeout_s, idle_timeout_s, write_timeout_s, io_threads, "
-                     "worker_threads)");
+      return c.Error(name, fmt::format("unknown key (expected {})", kLimitKeys));
     }
   }
   return Status::Ok();
@@ -166,7 +221,7 @@ Status ParseTop(const Checker& c, const json& doc, ServerConfig* config) {
     } else if (key == "tls") {
       CAIRN_RETURN_IF_ERROR(ParseTls(c, value, config));
     } else if (key == "limits") {
-      CAIRN_RETURN_IF_ERROR(ParseLimits(c, value, &config->limits));
+      CAIRN_RETURN_IF_ERROR(ParseLimits(c, value, config));
     } else if (key == "log") {
       CAIRN_ASSIGN_OR_RETURN(config->log, c.String(key, value));
     } else if (key == "session_timeout_s") {
@@ -281,6 +336,7 @@ Status FinishConfig(ServerConfig* config) {
   config->cert_file = MakeAbsolute(config->cert_file, config->state_dir);
   config->key_file = MakeAbsolute(config->key_file, config->state_dir);
   if (config->log.empty()) config->log = "stderr";
+  config->sessions.timeout = std::chrono::seconds(config->session_timeout_s);
   return Status::Ok();
 }
 

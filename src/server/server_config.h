@@ -8,7 +8,7 @@
 //     "stores": {"main": "/srv/cairn/main"},
 //     "tls": {"cert": "tls/cert.pem", "key": "tls/key.pem"},   // relative: to state_dir
 //     "limits": {"max_connections": 256, "max_body_mib": 64,
-//                "request_timeout_s": 60, "idle_timeout_s": 120},
+//                "request_timeout_s": 60, "idle_timeout_s": 120, …},  // docs/SERVER.md
 //     "session_timeout_s": 900,
 //     "log": "stderr" | "FILE"
 //   }
@@ -20,6 +20,8 @@
 
 #include "base/status.h"
 #include "net/http_server.h"
+#include "server/api.h"
+#include "server/backup_session.h"
 
 namespace cairn::server {
 
@@ -31,8 +33,14 @@ struct ServerConfig {
   std::string key_file;
   net::ServerOptions limits;  // listen/cert/key left empty here; see ToServerOptions
   std::string log = "stderr";
-  // Backup sessions idle this long are aborted (ApiOptions::session_timeout).
+  // Backup sessions idle this long are aborted (SessionLimits::timeout).
   int64_t session_timeout_s = 900;
+  // Backup sessions' caps and quotas (the timeout above is set into it by
+  // FinishConfig).
+  SessionLimits sessions;
+  // The API's own limits (readers' grants, failed logins); its state_dir,
+  // sessions and max_body_bytes are filled from the fields above.
+  ApiOptions api;
 
   // Options for net::HttpServer: limits plus listen, cert and key.
   net::ServerOptions ToServerOptions() const;

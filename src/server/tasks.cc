@@ -1,6 +1,9 @@
 #include "server/tasks.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <thread>
@@ -215,6 +218,15 @@ struct TaskManager::Task {
 
 namespace {
 
+// Task files hold what clients may read, and the store's layout: the
+// tasks directory is 0700, its files 0600, whatever the umask.
+Status MakePrivate(const std::string& path, mode_t mode) {
+  if (::chmod(path.c_str(), mode) != 0) {
+    return ErrnoToStatus(errno, fmt::format("chmod {:o} {}", mode, path));
+  }
+  return Status::Ok();
+}
+
 // Forwards verify's messages to the server log, tagged with the task, and
 // keeps warnings and errors in the task's log.
 class TaskLogger : public Logger {
@@ -240,9 +252,11 @@ class TaskLogger : public Logger {
 }  // namespace
 
 TaskManager::TaskManager(Env& env, Logger& logger, std::string state_dir,
-                         const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores)
+                         const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores,
+                         const PathScrubber* scrubber)
     : env_(env), logger_(logger),
-      dir_(state_dir.empty() ? std::string() : JoinPath(state_dir, kTasksDir)), stores_(stores) {
+      dir_(state_dir.empty() ? std::string() : JoinPath(state_dir, kTasksDir)), stores_(stores),
+      scrubber_(scrubber) {
   if (dir_.empty()) return;  // no state directory: no tasks
   if (Status s = Recover(); !s.ok()) logger_.Warn("server tasks: {}", s.message());
 }
@@ -256,14 +270,16 @@ std::string TaskManager::TaskPath(const std::string& id, std::string_view ext) c
 Status TaskManager::Persist(const TaskInfo& info) {
   std::string text =
       info.ToJson().dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  return WriteFileAtomic(env_, TaskPath(info.id, ".json"), AsBytes(text))
-      .WithContext(fmt::format("task {}", info.id));
+  const std::string path = TaskPath(info.id, ".json");
+  CAIRN_RETURN_IF_ERROR(
+      WriteFileAtomic(env_, path, AsBytes(text)).WithContext(fmt::format("task {}", info.id)));
+  return MakePrivate(path, 0600);
 }
 
 void TaskManager::AppendLog(Task& task, std::string_view line) {
   // Held by the caller: task.mu.
   std::string text =
-      fmt::format("{} {}\n", datastore::FormatRfc3339(env_.NowUnixSeconds()), line);
+      fmt::format("{} {}\n", datastore::FormatRfc3339(env_.NowUnixSeconds()), Clean(line));
   ++task.log_lines;
   if (task.log != nullptr) {
     if (Status s = task.log->Append(AsBytes(text)); !s.ok()) {
@@ -275,6 +291,7 @@ void TaskManager::AppendLog(Task& task, std::string_view line) {
 Status TaskManager::Recover() {
   if (dir_.empty()) return Status::Ok();
   CAIRN_RETURN_IF_ERROR(CreateDirs(env_, dir_).WithContext("tasks directory"));
+  CAIRN_RETURN_IF_ERROR(MakePrivate(dir_, 0700));
   CAIRN_ASSIGN_OR_RETURN(auto names, env_.ListDir(dir_));
   for (const std::string& name : names) {
     if (!name.ends_with(".json") || !IsTaskId(name.substr(0, name.size() - 5))) continue;
@@ -340,8 +357,10 @@ Result<TaskManager::Started> TaskManager::Launch(TaskInfo info, const std::strin
   info.started = env_.NowUnixSeconds();
   task->info = info;
   CAIRN_RETURN_IF_ERROR(CreateDirs(env_, dir_).WithContext("tasks directory"));
+  CAIRN_RETURN_IF_ERROR(MakePrivate(dir_, 0700));
   CAIRN_ASSIGN_OR_RETURN(task->log,
                          env_.OpenWritable(TaskPath(info.id, ".log"), OpenMode::kAppend));
+  CAIRN_RETURN_IF_ERROR(MakePrivate(TaskPath(info.id, ".log"), 0600));
   CAIRN_RETURN_IF_ERROR(Persist(info));
   {
     std::lock_guard tl(task->mu);
@@ -462,7 +481,7 @@ void TaskManager::FinishGc(Task& task, const Result<maintenance::GcReport>& repo
   info.phase = task.progress.phase.load();
   if (!report.ok()) {
     info.state = TaskState::kError;
-    info.error = std::string(report.status().message());
+    info.error = Clean(report.status().message());
     AppendLog(task, fmt::format("error: {}", info.error));
   } else {
     const maintenance::GcReport& r = *report;
@@ -497,7 +516,7 @@ void TaskManager::Finish(Task& t, const Result<verify::VerifyReport>& report) {
   const bool cancelled = task->cancel.load();
   if (!report.ok()) {
     info.state = TaskState::kError;
-    info.error = std::string(report.status().message());
+    info.error = Clean(report.status().message());
     AppendLog(*task, fmt::format("error: {}", info.error));
   } else {
     const verify::VerifyReport& r = *report;
@@ -505,10 +524,12 @@ void TaskManager::Finish(Task& t, const Result<verify::VerifyReport>& report) {
       AppendLog(*task, fmt::format("BAD {}: {}", pr.what, pr.error));
       for (const std::string& a : pr.affected) AppendLog(*task, fmt::format("    needed by {}", a));
       if (info.problem_details.size() < kMaxProblemDetails) {
-        info.problem_details.push_back({{"what", pr.what},
-                                        {"error", pr.error},
+        nlohmann::json affected = nlohmann::json::array();
+        for (const std::string& a : pr.affected) affected.push_back(Clean(a));
+        info.problem_details.push_back({{"what", Clean(pr.what)},
+                                        {"error", Clean(pr.error)},
                                         {"missing", pr.missing},
-                                        {"affected", pr.affected}});
+                                        {"affected", std::move(affected)}});
       }
     }
     size_t failed = std::count_if(r.snapshots.begin(), r.snapshots.end(),

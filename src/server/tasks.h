@@ -32,6 +32,7 @@
 #include "base/logging.h"
 #include "datastore/datastore.h"
 #include "maintenance/gc.h"
+#include "server/scrub.h"
 #include "verify/verify.h"
 
 namespace cairn::server {
@@ -102,9 +103,12 @@ inline constexpr size_t kMaxProblemDetails = 100;
 class TaskManager {
  public:
   // `stores`: name → datastore, outliving the manager. `state_dir`: tasks
-  // go to STATE_DIR/tasks (made when missing).
+  // go to STATE_DIR/tasks (made when missing, mode 0700; the files 0600).
+  // `scrubber` (may be null; outlives the manager): what a task's log and
+  // status show instead of the server's paths (they are shown to clients).
   TaskManager(Env& env, Logger& logger, std::string state_dir,
-              const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores);
+              const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores,
+              const PathScrubber* scrubber = nullptr);
   ~TaskManager();  // Stop()
 
   // Marks tasks left "running" by a previous process as error. The
@@ -156,11 +160,15 @@ class TaskManager {
   Status Persist(const TaskInfo& info);
   std::string TaskPath(const std::string& id, std::string_view ext) const;
   TaskInfo Snapshot(const Task& task);
+  std::string Clean(std::string_view text) const {
+    return scrubber_ == nullptr ? std::string(text) : scrubber_->Scrub(text);
+  }
 
   Env& env_;
   Logger& logger_;
   const std::string dir_;
   const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores_;
+  const PathScrubber* const scrubber_;
   std::mutex mu_;
   bool stopping_ = false;
   std::map<std::string, std::shared_ptr<Task>> live_;   // id → task with a thread

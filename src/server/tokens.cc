@@ -60,8 +60,10 @@ bool Allows(Role role, Action action) {
     case Action::kListStores:
     case Action::kListSnapshots:
     case Action::kRead:
-    case Action::kStatus:
       return true;  // backup: own groups only, checked by the caller
+    case Action::kStatus:
+      // Store-wide counts tell of other hosts' backups.
+      return role != Role::kBackup;
     case Action::kBackup:
       return role == Role::kBackup || role == Role::kAdmin;
     case Action::kVerify:
@@ -260,6 +262,21 @@ class LockGuard {
   UniqueFd fd_;  // closing it releases the lock
 };
 
+}  // namespace
+
+std::string PrintableName(std::string_view name) {
+  std::string out;
+  for (char c : name.substr(0, 64)) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    out += ok ? c : '?';
+  }
+  if (name.size() > 64) out += "…";
+  return out;
+}
+
+namespace {
+
 std::string NewSecretHex(crypto::Digest* hash) {
   std::array<uint8_t, kSecretSize> secret;
   crypto::RandomBytes(secret);
@@ -377,7 +394,7 @@ class TokenStore::Impl {
     return out;
   }
 
-  Result<Token> Authenticate(std::string_view credential) const {
+  Result<Token> Authenticate(std::string_view credential, std::string* why) const {
     // Every credential takes the same path: split, decode, hash, compare
     // against the stored hash or, for an unknown name, a dummy one.
     const size_t colon = credential.find(':');
@@ -392,12 +409,26 @@ class TokenStore::Impl {
     secret.fill(0);
 
     std::lock_guard lock(mu_);
-    CAIRN_RETURN_IF_ERROR(RefreshLocked());  // fail closed: a revoked token must not pass
+    if (Status s = RefreshLocked(); !s.ok()) {  // fail closed: a revoked token must not pass
+      if (why != nullptr) *why = std::string(s.message());
+      return s;
+    }
     auto it = entries_.find(std::string(name));
     const bool known = it != entries_.end();
     const crypto::Digest& expected = known ? it->second.secret_hash : dummy_hash_;
     const bool equal = crypto::ConstantTimeEqual(presented, expected);
-    if (!(equal && known && well_formed)) return PermissionDeniedError(kDenied);
+    if (!(equal && known && well_formed)) {
+      if (why != nullptr) {
+        // Decided after the comparison, which ran the same either way.
+        const std::string shown = PrintableName(name);
+        *why = !well_formed ? fmt::format("malformed credential for token '{}' (expected "
+                                          "NAME:SECRET with 64 hex digits)",
+                                          shown)
+               : !known     ? fmt::format("unknown token '{}'", shown)
+                            : fmt::format("wrong secret for token '{}'", shown);
+      }
+      return PermissionDeniedError(kDenied);
+    }
     return it->second.token;
   }
 
@@ -441,8 +472,8 @@ Status TokenStore::Revoke(const std::string& name) { return impl_->Revoke(name);
 
 std::vector<Token> TokenStore::List() const { return impl_->List(); }
 
-Result<Token> TokenStore::Authenticate(std::string_view credential) const {
-  return impl_->Authenticate(credential);
+Result<Token> TokenStore::Authenticate(std::string_view credential, std::string* why) const {
+  return impl_->Authenticate(credential, why);
 }
 
 }  // namespace cairn::server

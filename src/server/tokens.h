@@ -14,8 +14,9 @@
 //           list and read only the groups it owns; delete nothing
 //   verify  reader + start verify tasks on the server
 //   admin   everything, including prune, forget, protect and gc
-// Every role may read its datastore's status; notes may be set by admin and
-// by a backup token on the groups it owns.
+// Every role but backup may read its datastore's status (store-wide counts
+// tell of other hosts' backups); notes may be set by admin and by a backup
+// token on the groups it owns.
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
@@ -46,7 +47,7 @@ enum class Action {
   kVerify,         // start a verify task, read task status
   kPrune,          // forget, prune, protect, unprotect, gc: admin only
   kNotes,          // set a snapshot's notes (backup: own groups only)
-  kStatus,         // the datastore's status (counts, sizes, last gc and verify)
+  kStatus,         // the datastore's status (counts, sizes, last gc and verify): not backup
 };
 bool Allows(Role role, Action action);
 
@@ -74,8 +75,10 @@ class TokenStore {
 
   // Checks "NAME:SECRET" in constant time with respect to the secret.
   // PermissionDenied for anything that does not match, never saying which
-  // part was wrong.
-  Result<Token> Authenticate(std::string_view credential) const;
+  // part was wrong; `why`, when given, gets that for the server's log
+  // ("unknown token 'x'", "wrong secret for token 'x'", "malformed
+  // credential", "tokens file …: …"), never the secret.
+  Result<Token> Authenticate(std::string_view credential, std::string* why = nullptr) const;
 
   class Impl;
   ~TokenStore();
@@ -84,6 +87,10 @@ class TokenStore {
   explicit TokenStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// A token name as a client gave it, safe for logs: at most 64 characters,
+// anything but A-Z a-z 0-9 . _ - shown as '?'.
+std::string PrintableName(std::string_view name);
 
 // True when `token` may act on datastore `store` at all.
 inline bool TokenCoversStore(const Token& token, std::string_view store) {

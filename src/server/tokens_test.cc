@@ -53,7 +53,7 @@ TEST(TokenRoles, AllowsTable) {
       {Action::kVerify, false, false, true, true},
       {Action::kPrune, false, false, false, true},
       {Action::kNotes, false, true, false, true},
-      {Action::kStatus, true, true, true, true},
+      {Action::kStatus, true, false, true, true},
   };
   for (const Row& row : table) {
     SCOPED_TRACE(static_cast<int>(row.action));
@@ -154,6 +154,19 @@ TEST(TokenStore, EveryFailureLooksTheSame) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
     EXPECT_EQ(r.status().message(), first.status().message());
+  }
+  // The reason is for the server's log alone, and never holds the secret.
+  const std::pair<std::string, std::string> reasons[] = {
+      {wrong, "wrong secret for token 'host1'"},
+      {"nobody:" + secret, "unknown token 'nobody'"},
+      {"host1:", "malformed credential for token 'host1'"},
+      {"ev\x01l:" + secret, "unknown token 'ev?l'"},
+  };
+  for (const auto& [credential, reason] : reasons) {
+    std::string why;
+    ASSERT_FALSE((*store)->Authenticate(credential, &why).ok());
+    EXPECT_NE(why.find(reason), std::string::npos) << why;
+    EXPECT_EQ(why.find(secret), std::string::npos) << why;
   }
   // Hex is accepted in either case.
   std::string upper = "host1:";

@@ -80,8 +80,20 @@ class ChunkSink {
   virtual ~ChunkSink() = default;
 
   // Stores the encoded blob `stored` under `id`, atomically: readers see the
-  // whole chunk or none. An existing chunk with this id is left as it is.
+  // whole chunk or none. An existing chunk with this id is left as it is,
+  // even one that appears while this insert runs (never replaced).
   virtual Result<InsertResult> Insert(const ChunkId& id, ByteSpan stored) = 0;
+
+  // Stores `stored` under `id` whatever is there, atomically. For a caller
+  // that has checked `stored` against `id` (decoded and hashed it) and must
+  // not keep an unproven or damaged copy over it: the server, when a
+  // verified upload meets a stored chunk that is not a valid copy
+  // (docs/SERVER.md, "Backup sessions"). Unimplemented by sinks that cannot.
+  virtual Result<InsertResult> Replace(const ChunkId& id, ByteSpan stored) {
+    (void)id;
+    (void)stored;
+    return UnimplementedError("this chunk store cannot replace a chunk");
+  }
 
   // True when a chunk with this id is stored (without reading it).
   virtual Result<bool> Contains(const ChunkId& id) = 0;

@@ -110,9 +110,23 @@ Result<bool> LocalChunkStore::Contains(const ChunkId& id) {
 }
 
 Result<InsertResult> LocalChunkStore::Insert(const ChunkId& id, ByteSpan stored) {
-  std::string path = ChunkPath(id);
   CAIRN_ASSIGN_OR_RETURN(bool present, Contains(id));
   if (present) return InsertResult{false, 0};
+  Status s = WriteChunkFile(id, stored, /*replace=*/false);
+  // Another writer got there first: its chunk stays (same id, and for a
+  // plain chunk the same bytes).
+  if (s.code() == StatusCode::kAlreadyExists) return InsertResult{false, 0};
+  CAIRN_RETURN_IF_ERROR(s);
+  return InsertResult{true, stored.size()};
+}
+
+Result<InsertResult> LocalChunkStore::Replace(const ChunkId& id, ByteSpan stored) {
+  CAIRN_RETURN_IF_ERROR(WriteChunkFile(id, stored, /*replace=*/true));
+  return InsertResult{true, stored.size()};
+}
+
+Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool replace) {
+  std::string path = ChunkPath(id);
   std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), tmp_counter_.fetch_add(1));
   {
     CAIRN_ASSIGN_OR_RETURN(auto file, env_.OpenWritable(tmp, OpenMode::kCreateNew));
@@ -123,13 +137,18 @@ Result<InsertResult> LocalChunkStore::Insert(const ChunkId& id, ByteSpan stored)
       return s.WithContext(fmt::format("insert chunk {}", crypto::DigestHex(id)));
     }
   }
-  // Two writers racing on one id both rename identical bytes: harmless.
-  Status s = env_.Rename(tmp, path);
+  Status s = replace ? env_.Rename(tmp, path) : env_.RenameNoReplace(tmp, path);
+  if (s.code() == StatusCode::kAlreadyExists) {
+    // An empty file is a torn insert, never a chunk: it gives way.
+    auto there = env_.Stat(path);
+    if (there.ok() && there->size == 0) s = env_.Rename(tmp, path);
+  }
   if (!s.ok()) {
     env_.RemoveFile(tmp).IgnoreError();
+    if (s.code() == StatusCode::kAlreadyExists) return s;
     return s.WithContext(fmt::format("insert chunk {}", crypto::DigestHex(id)));
   }
-  return InsertResult{true, stored.size()};
+  return Status::Ok();
 }
 
 Result<std::string> LocalChunkStore::Quarantine(const ChunkId& id) {

@@ -5,8 +5,10 @@
 // still only ~6000 entries per directory at 100 TiB of 4 MiB chunks.
 //
 // Inserts are atomic without any store-wide lock: the blob is written to a
-// temporary file beside its final name, then renamed into place. A chunk
-// already present (same id, non-empty) is never rewritten. Durability is
+// temporary file beside its final name, then renamed into place without
+// replacing (RENAME_NOREPLACE): a chunk already present (same id,
+// non-empty), or one another writer put there meanwhile, is never
+// rewritten by Insert. Replace() renames over it (a verified copy). Durability is
 // batched: chunk files are not fsynced one by one; Flush() runs syncfs(2)
 // once on the store's file system before a manifest is written (see the
 // fsync policy in docs/ARCHITECTURE.md). Temporary files left by a killed
@@ -46,6 +48,7 @@ class LocalChunkStore final : public ChunkSource, public ChunkSink {
   Status ReadInto(const ChunkId& id, ReadBuffer* out) override;
   SourceTraits Traits() const override;
   Result<InsertResult> Insert(const ChunkId& id, ByteSpan stored) override;
+  Result<InsertResult> Replace(const ChunkId& id, ByteSpan stored) override;
   Result<bool> Contains(const ChunkId& id) override;
   Status Flush() override;
 
@@ -67,6 +70,10 @@ class LocalChunkStore final : public ChunkSource, public ChunkSink {
   // ReadInto) and turns what fails into an error that names the chunk.
   Status ReadChunkFile(const ChunkId& id,
                        const std::function<Status(const std::string& path)>& read) const;
+  // Writes `stored` to a temporary file beside the chunk's path and moves
+  // it there (`replace`: over whatever is there; else AlreadyExists when a
+  // chunk is there).
+  Status WriteChunkFile(const ChunkId& id, ByteSpan stored, bool replace);
 
   Env& env_;
   std::string dir_;

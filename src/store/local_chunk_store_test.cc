@@ -107,7 +107,11 @@ TEST_F(LocalChunkStoreTest, SecondInsertDoesNotRewrite) {
 }
 
 TEST_F(LocalChunkStoreTest, ConcurrentInsertsOfOneId) {
-  auto [id, stored] = MakeChunk(3, 200000);
+  // Not a structured binding: the threads' lambda captures both, which
+  // clang 14 (the sanitizer build's compiler) does not allow.
+  const auto chunk = MakeChunk(3, 200000);
+  const auto& id = chunk.first;
+  const auto& stored = chunk.second;
   constexpr int kThreads = 8;
   std::vector<Result<InsertResult>> results(kThreads, InternalError("not run"));
   {

@@ -1,0 +1,229 @@
+// The insides of net::HttpServer (http_server.h), shared by the server's
+// two files: http_server.cc (listening, connection slots, admission, the
+// worker pool, stopping) and http_connection.cc (one connection: reading
+// requests, writing responses). Not part of the interface.
+//
+// A connection's life, all on its strand:
+//   handshake (handshake_timeout) → header (header_timeout) → Admit → body
+//   (request_timeout) → dispatch to a worker → the handler returns its
+//   Response → written by the strand (write_timeout per piece; a stream's
+//   next piece is produced on a worker when the client has taken enough)
+//   → done → wait for the next request (idle_timeout until its first byte)
+//   or shut down.
+// Only one request per connection is in flight, so a connection never has a
+// read and a write pending at once and the tcp_stream's one timer serves
+// both.
+#pragma once
+
+// g++ 12 warns that TSan does not model Asio's atomic_thread_fence
+// (-Wtsan, an error under -Werror in the tsan preset). Asio's fences only
+// back up its mutexes, which TSan does see; silence it for these files.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/byte_body.h"
+#include "net/http_server.h"
+#include "pipeline/fair_queue.h"
+#include "pipeline/worker_group.h"
+
+namespace cairn::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+using error_code = beast::error_code;
+
+using Stream = beast::ssl_stream<beast::tcp_stream>;
+using RequestParser = http::request_parser<ByteBody>;
+
+// What a handler answered: a whole body, or a producer of a stream.
+struct Response {
+  int status = 500;
+  std::string content_type;
+  ResponseWriter::Headers headers;
+  Bytes body;
+  ResponseWriter::Producer producer;  // set: a streamed response
+};
+
+class Session;
+
+class HttpServer::Impl {
+ public:
+  Impl(const ServerOptions& options, Handler handler, Admitter admitter);
+  ~Impl() { Stop(std::chrono::milliseconds(0)); }
+
+  Status Configure(std::vector<std::string>* endpoints);
+  void StartThreads();
+  void Stop(std::chrono::milliseconds grace);
+  void Wait();
+  ServerStats stats() const;
+
+  // For sessions (any thread).
+  const ServerOptions& options() const { return options_; }
+  bool stopping() const { return stopping_.load(); }
+  void CountRequest() { requests_++; }
+  void CountBadRequest() { bad_requests_++; }
+  void CountRefused() { requests_refused_++; }
+  // The Admitter's answer for `header`, and the tenant's slot: a request
+  // over max_requests_per_tenant gets 429. An admitted request holds its
+  // tenant's slot until ReleaseTenant.
+  Admission Admit(const HttpRequest& header);
+  void ReleaseTenant(const std::string& tenant);
+  // The connection `id` sent an authenticated request: it leaves the pool
+  // of unauthenticated connections.
+  void MarkAuthenticated(uint64_t id);
+  // Runs the handler on a worker and hands its Response to the session;
+  // false when the server is stopping.
+  bool Dispatch(std::shared_ptr<Session> session, HttpRequest request, bool keep_alive);
+  // Runs `job` on a worker in `tenant`'s lane; false when stopping.
+  bool PushJob(const std::string& tenant, std::function<void()> job);
+  void RequestDone();
+  void SessionGone(uint64_t id, const std::string& address);
+  ssl::context& ssl_ctx() { return ssl_ctx_; }
+  const Handler& handler() const { return handler_; }
+
+ private:
+  struct Listener {
+    explicit Listener(asio::io_context& ioc)
+        : acceptor(asio::make_strand(ioc)), retry(acceptor.get_executor()) {}
+    tcp::acceptor acceptor;
+    asio::steady_timer retry;
+  };
+
+  Status Listen(const std::string& address, std::vector<std::string>* endpoints);
+  void Accept(Listener* l);
+  void OnAccept(Listener* l, error_code ec, tcp::socket socket);
+  // Takes a slot for a new connection from `address`: a session id, or
+  // nullopt when none is free. `evict` is set to the oldest
+  // unauthenticated connection when it must make room.
+  std::optional<uint64_t> TakeSlot(const std::string& address, std::shared_ptr<Session>* evict);
+  void RunIo();
+  void RunWorker();
+  template <typename F>
+  void ForEachSession(F f);
+
+  const ServerOptions options_;
+  const Handler handler_;
+  const Admitter admitter_;
+  ssl::context ssl_ctx_;
+
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> accepted_{0};
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> evicted_{0};
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> bad_requests_{0};
+  std::atomic<uint64_t> requests_refused_{0};
+
+  mutable std::mutex mu_;
+  std::condition_variable idle_cv_;  // in_flight_ or live_connections_ reached 0
+  std::condition_variable stopped_cv_;                   // stopped_ set
+  int live_connections_ = 0;                             // GUARDED_BY(mu_)
+  int in_flight_ = 0;                                    // GUARDED_BY(mu_)
+  uint64_t next_session_id_ = 0;                         // GUARDED_BY(mu_)
+  std::map<uint64_t, std::weak_ptr<Session>> sessions_;  // GUARDED_BY(mu_)
+  std::set<uint64_t> unauthenticated_;                   // GUARDED_BY(mu_): oldest first
+  std::map<std::string, int> per_address_;               // GUARDED_BY(mu_)
+  std::map<std::string, int> per_tenant_;                // GUARDED_BY(mu_)
+  bool stopped_ = false;                                 // GUARDED_BY(mu_)
+  std::once_flag stop_once_;
+
+  pipeline::FairQueue<std::function<void()>> jobs_;
+  pipeline::WorkerGroup workers_;
+
+  // Destroyed before the members above: pending handlers own sessions,
+  // which reach back into this object when they go.
+  asio::io_context ioc_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::vector<std::jthread> io_threads_;
+};
+
+// One TLS connection. Everything but Deliver runs on the connection's
+// strand.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(HttpServer::Impl* server, tcp::socket socket, uint64_t id, std::string peer,
+          std::string address);
+  ~Session() { server_->SessionGone(id_, address_); }
+
+  void Start();
+  // Stop: connections waiting for a request close now; one whose request
+  // is with a handler closes after its response.
+  void CloseIfIdle();
+  void CloseNow();
+  // From a worker: the handler's answer to the current request (or nullopt
+  // when the server stops before it ran), written by the strand.
+  void Deliver(std::optional<Response> response, bool head, bool keep_alive);
+
+ private:
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  void OnHandshake(error_code ec);
+  void ReadNextRequest();
+  void StartHeader();
+  void OnHeader(error_code ec);
+  void OnBody(error_code ec);
+  // Maps a read error to its answer (431, 413, 400) or a silent close.
+  void FailRead(error_code ec);
+  void StartResponse(Response response, bool head);
+  void PumpStream();
+  void Produce();
+  // The current request is over: its tenant slot and in-flight count are
+  // released. False when there was none.
+  bool ReleaseRequest();
+  // The same, then the next request (`reusable`: the response went out
+  // whole on a keep-alive connection) or the end of the connection.
+  void FinishRequest(bool reusable);
+  void Reject(int status, std::string_view text);
+  void RejectWith(const Admission& a);
+  void WriteAndLinger(std::shared_ptr<http::response<http::string_body>> res);
+  void LingerClose();
+  void DrainSome(size_t budget);
+  void Shutdown();
+  void Abort();
+
+  HttpServer::Impl* const server_;
+  const ServerOptions& options_;
+  Stream stream_;
+  const uint64_t id_;
+  const std::string peer_;
+  const std::string address_;
+  beast::flat_buffer buffer_;
+  std::optional<RequestParser> parser_;
+  HttpRequest request_;  // the one being read
+  bool keep_alive_ = false;
+  bool handling_ = false;    // a request was admitted and is not finished
+  bool dispatched_ = false;  // … and handed to a worker (counted in flight)
+  bool closed_ = false;
+  std::string tenant_;  // of the current request; its slot is held while handling_
+  bool tenant_held_ = false;
+
+  // The response being written.
+  struct Out;
+  std::shared_ptr<Out> out_;
+};
+
+}  // namespace cairn::net

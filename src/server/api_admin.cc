@@ -1,0 +1,247 @@
+// server::Api: maintenance through the server (status, prune, forget,
+// protect, notes) and server-side tasks (api_request.h has the split). Each
+// runs the code the local command runs, on the server's datastore, and
+// answers the JSON the local command prints with --json
+// (docs/SERVER.md, "Maintenance through the server").
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "maintenance/prune.h"
+#include "maintenance/status.h"
+#include "server/api_request.h"
+
+namespace cairn::server {
+
+using nlohmann::json;
+
+namespace {
+
+// {"snapshot", "ns"} of `snap`, the start of every snapshot verb's answer.
+json SnapshotJson(const datastore::SnapshotRef& snap) {
+  return {{"snapshot", snap.ToString()}, {"ns", snap.group.ns}};
+}
+
+Status ParseKeep(const json& keep, maintenance::KeepOptions* k) {
+  const std::pair<const char*, uint32_t*> counts[] = {
+      {"last", &k->last},     {"hourly", &k->hourly},   {"daily", &k->daily},
+      {"weekly", &k->weekly}, {"monthly", &k->monthly}, {"yearly", &k->yearly}};
+  for (const auto& item : keep.items()) {
+    const std::string key = item.key();
+    const json& v = item.value();
+    if (key == "utc" && v.is_boolean()) {
+      k->utc = v.get<bool>();
+      continue;
+    }
+    auto c = std::find_if(std::begin(counts), std::end(counts),
+                          [&](const auto& p) { return key == p.first; });
+    if (c == std::end(counts) || !v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) {
+      return InvalidArgumentError(fmt::format(
+          "prune option \"keep.{}\": unknown, or not a count (known: last, hourly, daily, "
+          "weekly, monthly, yearly, utc)",
+          key));
+    }
+    *c->second = static_cast<uint32_t>(v.get<uint64_t>());
+  }
+  return Status::Ok();
+}
+
+// The body of POST …/prune: {"ns", "group", "keep": {"last", "hourly",
+// "daily", "weekly", "monthly", "yearly", "utc"}, "dry_run"}, all optional
+// but one keep count.
+Result<maintenance::PruneOptions> ParsePruneOptions(const json& body, std::string* ns,
+                                                    std::string* group) {
+  if (!body.is_object()) return InvalidArgumentError("the prune options must be a JSON object");
+  maintenance::PruneOptions o;
+  for (const auto& item : body.items()) {
+    const std::string key = item.key();
+    const json& v = item.value();
+    if ((key == "ns" || key == "group") && v.is_string()) {
+      (key == "ns" ? *ns : *group) = v.get<std::string>();
+    } else if (key == "dry_run" && v.is_boolean()) {
+      o.dry_run = v.get<bool>();
+    } else if (key == "keep" && v.is_object()) {
+      CAIRN_RETURN_IF_ERROR(ParseKeep(v, &o.keep));
+    } else {
+      return InvalidArgumentError(fmt::format(
+          "prune option \"{}\": unknown, or of the wrong type (known: ns and group strings, "
+          "keep object, dry_run boolean)",
+          key));
+    }
+  }
+  return o;
+}
+}  // namespace
+
+// {"snapshot", "ns"} of `snap`, the start of every snapshot verb's answer.
+// Store-wide counts (snapshots, chunks, bytes, gc, verify) tell of every
+// host's backups: not for backup tokens (tokens.cc, Allows).
+void Request::GetStatus() {
+  if (!Method("GET") || !Allowed(Action::kStatus, "read the status")) return;
+  auto status = maintenance::ReadStoreStatus(*store_);
+  if (!status.ok()) return SendStatus(status.status());
+  // The store's name, not its path: the server's layout is its own.
+  SendJson(200, maintenance::StoreStatusJson(*status, store_name_));
+}
+
+void Request::Prune() {
+  if (!Method("POST") || !Allowed(Action::kPrune, "prune snapshots")) return;
+  json body = json::parse(AsStringView(req_.body), nullptr, false);
+  std::string ns, group_text;
+  auto options = ParsePruneOptions(body, &ns, &group_text);
+  if (!options.ok()) return SendStatus(options.status());
+  if (Status s = datastore::ValidateNamespace(ns); !s.ok()) return SendStatus(s);
+  std::optional<datastore::GroupRef> group;
+  if (!group_text.empty()) {
+    auto g = datastore::ParseGroup(ns, group_text);
+    if (!g.ok()) return SendStatus(g.status());
+    group = *g;
+  }
+  auto report = maintenance::Prune(*store_, ns, group, *options);
+  if (!report.ok()) return SendStatus(report.status().WithContext("prune failed"));
+  api_.logger.Info("{}: token '{}' pruned datastore '{}'{}: kept {}, removed {}{}", req_.peer,
+                   token_.name, store_name_, group ? " group " + group->ToString() : "",
+                   report->kept, report->removed, options->dry_run ? " (dry run)" : "");
+  SendJson(200, maintenance::PruneReportJson(*report, ns, options->dry_run));
+}
+
+// DELETE …/snapshot?ns=&snapshot=: forget one snapshot.
+void Request::Forget() {
+  if (!Method("DELETE") || !Allowed(Action::kPrune, "forget snapshots")) return;
+  auto snap = Snapshot();
+  if (!snap) return;
+  if (Status s = maintenance::ForgetSnapshot(*store_, *snap); !s.ok()) return SendStatus(s);
+  api_.logger.Info("{}: token '{}' forgot {} in datastore '{}'", req_.peer, token_.name,
+                   snap->ToString(), store_name_);
+  json answer = SnapshotJson(*snap);
+  answer["forgotten"] = true;
+  SendJson(200, answer);
+}
+
+// PUT …/protected?ns=&snapshot= with {"protected": true|false}.
+void Request::Protect() {
+  if (!Method("PUT") || !Allowed(Action::kPrune, "protect or unprotect snapshots")) return;
+  json body = json::parse(AsStringView(req_.body), nullptr, false);
+  if (!body.is_object() || body.size() != 1 || !body.contains("protected") ||
+      !body["protected"].is_boolean()) {
+    return SendError(400, "the body must be {\"protected\": true} or false");
+  }
+  auto snap = Snapshot();
+  if (!snap) return;
+  const bool on = body["protected"].get<bool>();
+  if (Status s = maintenance::SetProtected(*store_, *snap, on); !s.ok()) return SendStatus(s);
+  json answer = SnapshotJson(*snap);
+  answer["protected"] = on;
+  SendJson(200, answer);
+}
+
+// GET …/notes?ns=&snapshot= reads them; PUT replaces them with the body
+// (UTF-8 text, "" clears them).
+void Request::Notes() {
+  const bool put = req_.method == "PUT";
+  if (!put && !Method("GET")) return;
+  if (put ? !Allowed(Action::kNotes, "set notes") : !Allowed(Action::kRead, "read snapshots")) {
+    return;
+  }
+  auto snap = Snapshot();
+  if (!snap) return;
+  json answer = SnapshotJson(*snap);
+  if (put) {
+    std::string_view text = AsStringView(req_.body);
+    if (Status s = maintenance::WriteNotes(*store_, *snap, text); !s.ok()) return SendStatus(s);
+    answer["notes"] = text;
+  } else {
+    auto notes = maintenance::ReadNotes(*store_, *snap);
+    if (!notes.ok()) return SendStatus(notes.status());
+    answer["notes"] = *notes;
+  }
+  SendJson(200, answer);
+}
+
+// --- Server-side tasks (server/tasks.h) ---
+// A task is visible to the token that started it and to admin tokens of
+// its datastore; to everyone else it does not exist (404).
+bool Request::TaskVisible(const TaskInfo& task) const {
+  if (!TokenCoversStore(token_, task.store)) return false;
+  return token_.role == Role::kAdmin || task.token == token_.name;
+}
+
+// POST …/stores/S/verify or …/gc: 202 {"task"}; 409 {"error", "task",
+// "kind"} when a task runs on S already (one at a time per datastore).
+void Request::StartTask(std::string_view kind) {
+  if (!Method("POST")) return;
+  const bool gc = kind == "gc";
+  if (!Allows(token_.role, gc ? Action::kPrune : Action::kVerify)) {
+    return SendError(403, fmt::format("token '{}' (role {}) may not start a {} on the "
+                                      "server in datastore '{}': that takes a token "
+                                      "with role {}",
+                                      token_.name, RoleName(token_.role), kind, store_name_,
+                                      gc ? "admin" : "verify or admin"));
+  }
+  json body =
+      req_.body.empty() ? json(nullptr) : json::parse(AsStringView(req_.body), nullptr, false);
+  if (body.is_discarded()) return SendError(400, "the body must be JSON");
+  auto started = StartTaskOf(gc, body);  // bad options: InvalidArgument, 400
+  if (!started.ok()) {
+    return SendError(HttpStatusFor(started.status()), started.status().message());
+  }
+  if (started->already_running) {
+    return SendJson(409, json{{"error", fmt::format("a {} of datastore '{}' is already "
+                                                    "running: task {}",
+                                                    started->kind, store_name_, started->id)},
+                              {"task", started->id},
+                              {"kind", started->kind}});
+  }
+  SendJson(202, json{{"task", started->id}});
+}
+
+Result<TaskManager::Started> Request::StartTaskOf(bool gc, const json& body) {
+  if (gc) {
+    CAIRN_ASSIGN_OR_RETURN(GcTaskParams params, GcTaskParams::FromJson(body));
+    return api_.tasks->StartGc(store_name_, token_.name, params);
+  }
+  CAIRN_ASSIGN_OR_RETURN(VerifyTaskParams params, VerifyTaskParams::FromJson(body));
+  return api_.tasks->StartVerify(store_name_, token_.name, params);
+}
+
+void Request::TaskRoutes(const std::vector<std::string_view>& seg) {
+  if (api_.tasks == nullptr) return SendError(503, "this server runs no tasks");
+  if (seg[0] == "stores") return StartTask(seg[2]);  // POST …/stores/S/{verify,gc}
+  if (!Method("GET")) return;
+  if (seg.size() == 1) {  // GET tasks
+    json list = json::array();
+    for (const TaskInfo& t : api_.tasks->List()) {
+      if (TaskVisible(t)) list.push_back(t.ToJson());
+    }
+    return SendJson(200, json{{"tasks", std::move(list)}});
+  }
+  std::string id(seg[1]);
+  auto info = api_.tasks->Get(id);
+  if (!info.ok() && info.status().code() != StatusCode::kNotFound) {
+    return SendError(HttpStatusFor(info.status()), info.status().message());
+  }
+  if (!info.ok() || !TaskVisible(*info)) {
+    return SendError(404, fmt::format("no task '{}'", id));
+  }
+  if (seg.size() == 2) return SendJson(200, info->ToJson());
+  if (seg[2] != "log") return SendError(404, fmt::format("no such resource: {}", req_.path));
+  size_t since = 0;
+  if (std::string text = Query("since"); !text.empty()) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+    if (*end != '\0' || text[0] == '-') {
+      return SendError(400, fmt::format("since={}: expected a line number", text));
+    }
+    since = static_cast<size_t>(v);
+  }
+  size_t total = 0;
+  auto lines = api_.tasks->Log(id, since, &total);
+  if (!lines.ok()) return SendError(HttpStatusFor(lines.status()), lines.status().message());
+  std::string text;
+  for (const std::string& line : *lines) text += line + "\n";
+  res_.Send(200, "text/plain; charset=utf-8", AsBytes(text),
+            {{"X-Cairn-Log-Lines", std::to_string(total)}});
+}
+
+}  // namespace cairn::server

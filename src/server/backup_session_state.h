@@ -1,0 +1,56 @@
+// The state of one backup session (server/backup_session.h), shared by the
+// registry (backup_session.cc) and the chunk admission (chunk_upload.cc).
+// Not part of the server's interface.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "datastore/snapshot_writer.h"
+#include "server/backup_session.h"
+#include "server/digest_set.h"
+
+namespace cairn::server {
+
+class BackupSession {
+ public:
+  std::string id;
+  std::string token;
+  std::string store_name;
+  const datastore::Datastore* store = nullptr;
+  datastore::SnapshotRef snap;
+  // Guarded by the registry's mutex:
+  // Begin is done (until then the session only holds its token's slot).
+  bool started = false;
+  // The group had no owner at Begin: the token becomes its owner at finish.
+  bool claims_group = false;
+  std::chrono::steady_clock::time_point last_used;
+
+  std::mutex mu;  // guards the members below
+  std::unique_ptr<datastore::LocalSnapshotTarget> target;
+  std::unique_ptr<FileLock> base_lock;
+  bool has_base = false;
+  ChunkMode base_mode;                  // how the base's chunks must be stored to be read
+  DigestSet base;                       // the base's chunks: referenced, and read (in base_mode)
+  DigestSet proven;                     // plain uploads the server decoded to their digest
+  DigestSet unproven;                   // encrypted uploads (CRC checked): referenced, never read
+  std::optional<ChunkMode> upload_key;  // the key print of the encrypted uploads
+  uint64_t decoded_bytes = 0;           // plain frames decoded so far
+  struct FileSum {
+    crypto::Digest csum{};
+    uint64_t size = 0;
+    // What the file needs of the session: an index referencing proved
+    // plain uploads or encrypted uploads; a blob file's own mode.
+    bool uses_base = false;
+    bool uses_proven = false;
+    bool uses_unproven = false;
+    std::optional<ChunkMode> blob_mode;
+  };
+  std::map<std::string, FileSum> files;
+};
+
+}  // namespace cairn::server

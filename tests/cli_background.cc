@@ -90,6 +90,15 @@ int BackgroundCairn::Reap(bool block) {
 }
 
 std::string BackgroundCairn::WaitForLine(std::string_view text, int seconds) {
+  std::string line = TryWaitForLine(text, seconds);
+  if (!line.empty()) return line;
+  ADD_FAILURE() << command_ << ": no line with '" << text << "' ("
+                << (exited_ ? "it exited " + std::to_string(exit_code_) : "timed out")
+                << ")\nstdout: " << out_ << "\nstderr: " << err();
+  return "";
+}
+
+std::string BackgroundCairn::TryWaitForLine(std::string_view text, int seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   while (true) {
     for (size_t start = 0; start < out_.size();) {
@@ -103,9 +112,6 @@ std::string BackgroundCairn::WaitForLine(std::string_view text, int seconds) {
     ReadAvailable(100);
   }
   Reap(false);
-  ADD_FAILURE() << command_ << ": no line with '" << text << "' ("
-                << (exited_ ? "it exited " + std::to_string(exit_code_) : "timed out")
-                << ")\nstdout: " << out_ << "\nstderr: " << err();
   return "";
 }
 
@@ -144,6 +150,29 @@ std::string FuseUnavailableReason() {
   if (::access("/dev/fuse", R_OK | W_OK) != 0) return "no usable /dev/fuse on this machine";
   if (!MissingTools({"fusermount3"}).empty()) return "fusermount3 is not installed (fuse3)";
   return "";
+}
+
+std::string MountRefusedReason(const std::string& err) {
+  // libfuse's words when mount(2) and fusermount3 are refused: a container
+  // without CAP_SYS_ADMIN, a kernel without FUSE. Anything else (a bad
+  // option, a cairn error) is a failure, not a reason to skip.
+  for (const char* refusal : {"Operation not permitted", "Permission denied", "device not found"}) {
+    if (err.find("cannot mount on") != std::string::npos &&
+        err.find(refusal) != std::string::npos) {
+      return "FUSE mounts are refused on this machine (" + std::string(refusal) +
+             "; a container without CAP_SYS_ADMIN?): " + err;
+    }
+  }
+  return "";
+}
+
+std::string WaitMounted(BackgroundCairn& mount) {
+  if (!mount.TryWaitForLine("mounted").empty()) return "";
+  mount.WaitExit(10);
+  if (std::string why = MountRefusedReason(mount.err()); !why.empty()) return why;
+  ADD_FAILURE() << mount.command() << ": not mounted (" << (mount.running() ? "timed out" : "it exited")
+                << ")\nstdout: " << mount.out() << "\nstderr: " << mount.err();
+  return "not mounted (see the failure above)";
 }
 
 bool IsMounted(const std::string& path) {

@@ -29,6 +29,8 @@ class BackgroundCairn {
   // The first stdout line (so far or to come) containing `text`; "" and a
   // test failure when the process exits or `seconds` pass first.
   std::string WaitForLine(std::string_view text, int seconds = 60);
+  // The same without the test failure: "" when it exits or times out.
+  std::string TryWaitForLine(std::string_view text, int seconds = 60);
   // Sends `sig` and waits for the exit: the exit code, -1 when a signal
   // ended it (or it had to be killed after 60 s).
   int Stop(int sig);
@@ -59,6 +61,14 @@ class BackgroundCairn {
 // Why FUSE cannot be used here ("" when it can): no /dev/fuse, no
 // fusermount3.
 std::string FuseUnavailableReason();
+// Why a `cairn mount` whose stderr is `err` could not mount, when the
+// machine refused FUSE mounts altogether (no CAP_SYS_ADMIN in a container,
+// no fuse module): a reason to skip; "" for any other error.
+std::string MountRefusedReason(const std::string& err);
+// Waits for a `cairn mount` to say "mounted": "" once it has; the reason to
+// skip when the machine refuses FUSE mounts (MountRefusedReason); otherwise
+// a test failure and a non-empty reason.
+std::string WaitMounted(BackgroundCairn& mount);
 // True when `path` is a mount point now (/proc/self/mounts).
 bool IsMounted(const std::string& path);
 // fusermount3 -u -z PATH (a lazy unmount: clears a stale mount); true when

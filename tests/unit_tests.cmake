@@ -34,6 +34,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/remote/chunk_frames_test.cc
   ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_test.cc
+  ${PROJECT_SOURCE_DIR}/src/base/rate_limiter_test.cc
   ${PROJECT_SOURCE_DIR}/src/access/chunk_cache_test.cc
   ${PROJECT_SOURCE_DIR}/src/access/instant_device_test.cc
   ${PROJECT_SOURCE_DIR}/src/access/overlay_device_test.cc
@@ -70,6 +71,7 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/s3/s3_xml_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/sigv4_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3store/s3_location_test.cc
+  ${PROJECT_SOURCE_DIR}/src/cli/client_config_test.cc
 )
 if(CAIRN_TESTS STREQUAL "concurrency")
   add_executable(cairn_unit_tests ${CAIRN_CONCURRENCY_TEST_SOURCES})

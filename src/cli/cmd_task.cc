@@ -56,7 +56,7 @@ Result<std::string> StartServerTask(const ServerTarget& target, std::string_view
                                  path, response.status, message);
   switch (response.status) {
     case 400: return InvalidArgumentError(text);
-    case 401:
+    case 401: return UnauthenticatedError(text);
     case 403: return PermissionDeniedError(text);
     case 404: return NotFoundError(text);
     default: return response.status >= 500 ? UnavailableError(text) : UnknownError(text);

@@ -124,7 +124,8 @@ std::string QueryString(const std::vector<std::pair<std::string, std::string>>& 
   return out;
 }
 
-RemoteClient::RemoteClient(RemoteUrl url, Credentials credentials) : url_(std::move(url)) {
+RemoteClient::RemoteClient(RemoteUrl url, Credentials credentials, TransferLimits limits)
+    : url_(std::move(url)), limits_(std::move(limits)) {
   options_.host = url_.host;
   options_.port = url_.port;
   options_.fingerprint = credentials.fingerprint;
@@ -132,6 +133,14 @@ RemoteClient::RemoteClient(RemoteUrl url, Credentials credentials) : url_(std::m
 }
 
 RemoteClient::~RemoteClient() = default;
+
+void RemoteClient::ChargeUpload(ByteSpan body) const {
+  if (limits_.upload) limits_.upload->Acquire(body.size());
+}
+
+void RemoteClient::ChargeDownload(size_t bytes) const {
+  if (limits_.download) limits_.download->Acquire(bytes);
+}
 
 std::string RemoteClient::StorePath(std::string_view suffix) const {
   return fmt::format("/api/v1/stores/{}{}", net::UrlEncode(url_.store), suffix);
@@ -171,10 +180,11 @@ Status RemoteClient::ErrorFor(const net::HttpResponse& response, std::string_vie
                   response.status, message);
   switch (response.status) {
     case 400: return InvalidArgumentError(text);
-    case 401:
+    case 401: return UnauthenticatedError(text);
     case 403: return PermissionDeniedError(text);
     case 404: return NotFoundError(text);
     case 409: return FailedPreconditionError(text);
+    case 423: return AbortedError(text);  // locked by another operation
     case 429:  // too many requests of this token at once: retried
     case 503: return UnavailableError(text);
     default: return response.status >= 500 ? InternalError(text) : UnknownError(text);
@@ -192,7 +202,9 @@ Result<Bytes> RemoteClient::Call(std::string_view method, const std::string& pat
       last = c.status();
       continue;
     }
+    ChargeUpload(body);
     auto response = (*c)->Request(method, path, body);
+    if (response.ok()) ChargeDownload(response->body.size());
     if (!response.ok()) {
       last = response.status();
       if (!Retryable(last)) return last;
@@ -219,8 +231,10 @@ Status RemoteClient::CallStreaming(std::string_view method, const std::string& p
       continue;
     }
     bool delivered = false;
+    ChargeUpload(body);
     auto response = (*c)->RequestStreaming(method, path, body, [&](ByteSpan piece) -> Status {
       delivered = true;
+      ChargeDownload(piece.size());
       return on_data(piece);
     });
     if (!response.ok()) {

@@ -42,6 +42,9 @@ int HttpStatusFor(const Status& s) {
     case StatusCode::kAlreadyExists: return 409;
     case StatusCode::kFailedPrecondition: return 409;
     case StatusCode::kUnavailable: return 503;
+    // Locked by another operation (a running backup of the group, a gc).
+    case StatusCode::kAborted: return 423;
+    case StatusCode::kUnauthenticated: return 401;
     case StatusCode::kResourceExhausted: return 507;
     default: return 500;
   }

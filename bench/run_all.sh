@@ -45,6 +45,9 @@
 #                                                     RGW on loopback (issue 9): --jobs
 #                                                     auto vs 1, 8, 32, vs restic from
 #                                                     the same RGW (scripts/s3-server.sh)
+#                    access   bench/access_bench.sh   cairn mount and cairn nbd (issue 25):
+#                                                     first byte, nbdcopy / cat vs restore,
+#                                                     random 4 KiB reads, tree find/cat/cp -a
 #                    gc       bench/gc_bench.sh       gc, parallel vs one thread (the
 #                                                     retention work's script; its table
 #                                                     goes to DIR/gc/gc_bench.md)
@@ -73,7 +76,7 @@ quick=0
 rounds=
 dir=${CAIRN_BENCH_DIR:-/var/tmp/cairn-suite}
 update_docs=0
-only=limits,image,restore,verify,tree,changed,crypt,remote,s3,gc
+only=limits,image,restore,verify,tree,changed,crypt,remote,s3,access,gc
 build=0
 gc_chunks_arg=
 usage() { sed -n '7,62p' "$0" >&2; exit 2; }
@@ -91,7 +94,7 @@ while (($#)); do
   esac
 done
 [[ -z $rounds || $rounds =~ ^[1-9][0-9]*$ ]] || { echo "run_all: --rounds must be a positive number" >&2; exit 2; }
-all_steps=(limits image restore verify tree changed crypt remote s3 gc)
+all_steps=(limits image restore verify tree changed crypt remote s3 access gc)
 declare -A want=()
 IFS=, read -ra parts <<<"$only"
 for s in "${parts[@]}"; do
@@ -183,7 +186,7 @@ for s in image restore verify; do  # hard links: one copy on disk, one in the pa
   fi
   cp "$image.manifest.json" "$dir/$s/disk-$size.img.manifest.json"
 done
-((${want[tree]:-0} || ${want[changed]:-0})) && ensure_tree "$tree" "$files" "$tree_size"
+((${want[tree]:-0} || ${want[changed]:-0} || ${want[access]:-0})) && ensure_tree "$tree" "$files" "$tree_size"
 
 # --- the steps --------------------------------------------------------------
 steps_tsv=$dir/suite-steps.tsv
@@ -231,6 +234,11 @@ s3_opts=(--image "$image" --dir "$dir/s3")
 command -v restic >/dev/null || s3_opts+=(--no-restic)
 if ((update_docs && !quick)); then s3_opts+=(--update-docs); else s3_opts+=(--no-doc); fi
 run_step s3 bash bench/s3_bench.sh "${s3_opts[@]}"
+# access_bench.sh: `cairn mount` and `cairn nbd` on the suite's image and tree.
+access_opts=("${q[@]}" --image "$image" --tree "$tree" --files "$files" --tree-size "$tree_size")
+[[ -n $rounds ]] && access_opts+=(--rounds "$rounds")
+((update_docs && !quick)) && access_opts+=(--update-docs)
+run_step access bash bench/access_bench.sh "${access_opts[@]}" --dir "$dir/access"
 # gc_bench.sh prints its table on stdout only: keep a copy beside its results.
 gc_step() {
   mkdir -p "$dir/gc"

@@ -4,7 +4,7 @@
     python3 bench/targets.py DIR [--json OUT] [--headline] [--plot-data OUT]
 
 DIR is the work directory of bench/run_all.sh: one subdirectory per script
-(limits, image, restore, verify, tree, changed, crypt, remote, gc), each holding the
+(limits, image, restore, verify, tree, changed, crypt, remote, access, gc), each holding the
 results.tsv that script writes (gc: bench/gc_bench.sh's own columns), plus DIR/suite.json (mode and wall time).
 Prints a Markdown table "Performance targets": one row per numeric target
 named in issues 2-10, with the measured value (or "not measured yet: why")
@@ -91,6 +91,7 @@ class Results:
         self.remote = load_tsv(os.path.join(d, "remote", "results.tsv"))
         self.tls = load_json(os.path.join(d, "remote", "tls_bench.json")) or {}
         self.s3 = load_tsv(os.path.join(d, "s3", "results.tsv"))
+        self.access = load_tsv(os.path.join(d, "access", "results.tsv"))
 
     # Medians of MiB/s (or seconds) for rows matching the given columns.
     @staticmethod
@@ -409,6 +410,51 @@ def targets(R):
     add(dict(issue=9, target="restore from Ceph RGW beside restic's from the same RGW (no number given)",
              measured="; ".join(cells) + " (same RGW, same image, medians)" if cells
              else "not measured yet: " + missing("s3"), status="n/a"))
+
+    # --- issue 25: instant access (bench/access_bench.sh) ------------------------
+    def acc(case, field="value"):
+        return med([float(r[field]) for r in R.access if r["case"] == case and r[field] != "-"])
+    why25 = missing("access")
+    for case, label in (("nbd-first-byte", "NBD"), ("mount-first-byte", "the mount")):
+        v, rv = acc(case), acc("remote-" + case)
+        t = f"first byte of the image readable through {label} < 1 s after the command starts (local)"
+        if ok(v):
+            m = f"{v:.3f} s (through `cairn serve` on loopback: {rv:.3f} s)"
+            add(dict(issue=25, target=t, measured=m + " (bench/access_bench.sh, medians)",
+                     status="met" if v < 1 else "not met", value=v))
+        else:
+            add(dict(issue=25, target=t, measured="not measured yet: " + why25, status="n/a"))
+    reh = acc("rehearse")
+    for case, label in (("nbdcopy", "`nbdcopy` of the export"), ("cat", "`cat` of the image in the mount")):
+        v = acc(case)
+        t = f"{label} ≥ 0.7× `cairn restore` of the same image (both to nowhere: --rehearse)"
+        if ok(v) and ok(reh) and v > 0:
+            q = reh / v
+            add(dict(issue=25, target=t, measured=f"{q:.2f} ({case} {v:.2f} s vs rehearse {reh:.2f} s)",
+                     status="met" if q >= 0.7 else "not met", value=q))
+        else:
+            add(dict(issue=25, target=t, measured="not measured yet: " + why25, status="n/a"))
+    cells = []
+    for kind, label in (("nbd", "NBD"), ("file", "mount")):
+        iops, loaded, read = acc(f"random-{kind}-iops"), acc(f"random-{kind}-loaded"), acc(f"random-{kind}-loaded", "extra")
+        rss = acc(f"random-{kind}-rss") / 1024
+        if ok(iops) and ok(read) and read > 0:
+            cells.append(f"{label}: {iops:.0f} IOPS, {loaded / read:.0f} bytes loaded per byte read, peak RSS {rss:.0f} MiB")
+    add(dict(issue=25, target="4 KiB random reads: IOPS, bytes fetched per byte read; peak RSS within the cache (256 MiB) + fixed overhead (≤ 128 MiB, threshold ours)",
+             measured="; ".join(cells) if cells else "not measured yet: " + why25,
+             status="n/a" if not cells else ("met" if all(float(c.split("peak RSS ")[1].split()[0]) <= 384 for c in cells) else "not met")))
+    for case, label in (("tree-find", "`find` over the tree"), ("tree-cat", "`cat` of one file")):
+        v = acc(case)
+        t = f"tree mount: {label} < 1 s (fresh mount)"
+        add(dict(issue=25, target=t, measured=f"{v:.2f} s" if ok(v) else "not measured yet: " + why25,
+                 status=("met" if v < 1 else "not met") if ok(v) else "n/a", value=v))
+    rst, cpa = acc("tree-restore"), acc("tree-cp-a")
+    t = "`cp -a` of the tree out of the mount ≥ 0.5× `cairn restore` of the tree"
+    if ok(rst) and ok(cpa) and cpa > 0:
+        add(dict(issue=25, target=t, measured=f"{rst / cpa:.2f} (cp -a {cpa:.2f} s vs restore {rst:.2f} s, each + sync)",
+                 status="met" if rst / cpa >= 0.5 else "not met", value=rst / cpa))
+    else:
+        add(dict(issue=25, target=t, measured="not measured yet: " + why25, status="n/a"))
 
     # --- issue 10: the suite itself ----------------------------------------------
     mode, wall = R.suite.get("mode"), R.suite.get("wall_seconds")

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "access/overlay_device.h"
 #include "blob/blob.h"
 #include "index/dynamic_index.h"
 #include "index/fixed_index.h"
@@ -181,6 +182,70 @@ bool WriteChunkFramesSeeds(const std::filesystem::path& out, int& n) {
   return ok;
 }
 
+// NBD client streams (nbd_session_fuzz: byte 0 picks a writable device):
+// GO, then reads, a write, a flush, block status and DISC; EXPORT_NAME; LIST.
+bool WriteNbdSeeds(const std::filesystem::path& out, int& n) {
+  const auto dir = out / "nbd_session_fuzz";
+  auto be = [](Bytes& b, uint64_t v, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  };
+  auto option = [&](Bytes& b, uint32_t opt, const Bytes& data) {
+    be(b, 0x49484156454F5054, 8);
+    be(b, opt, 4);
+    be(b, data.size(), 4);
+    b.insert(b.end(), data.begin(), data.end());
+  };
+  auto request = [&](Bytes& b, uint16_t type, uint64_t offset, uint32_t length) {
+    be(b, 0x25609513, 4);
+    be(b, 0, 2);
+    be(b, type, 2);
+    be(b, 7, 8);
+    be(b, offset, 8);
+    be(b, length, 4);
+  };
+  Bytes go_data;
+  be(go_data, 0, 4);  // the default export
+  be(go_data, 1, 2);
+  be(go_data, 3, 2);  // NBD_INFO_BLOCK_SIZE
+  Bytes meta;
+  be(meta, 0, 4);
+  be(meta, 1, 4);
+  be(meta, 15, 4);
+  for (char c : std::string("base:allocation")) meta.push_back(static_cast<uint8_t>(c));
+  bool ok = true;
+  for (int writable = 0; writable < 2; ++writable) {
+    Bytes b = {static_cast<uint8_t>(writable)};
+    be(b, 3, 4);  // client flags
+    option(b, 8, {});     // structured replies
+    option(b, 10, meta);  // base:allocation
+    option(b, 7, go_data);
+    request(b, 0, 0, 4096);
+    request(b, 7, 0, 65536);
+    request(b, 1, 100, 8);
+    b.insert(b.end(), 8, 0xab);
+    request(b, 3, 0, 0);
+    request(b, 2, 0, 0);
+    ok = ok && Write(dir, n++, b);
+  }
+  Bytes old = {0};
+  be(old, 1, 4);
+  option(old, 3, {});  // LIST
+  option(old, 1, Bytes{'d', 'i', 's', 'k', '0', '.', 'i', 'm', 'g'});
+  request(old, 0, 65000, 536);
+  ok = ok && Write(dir, n++, old);
+  return ok;
+}
+
+// Overlay headers (overlay_header_fuzz).
+bool WriteOverlaySeeds(const std::filesystem::path& out, int& n) {
+  const auto dir = out / "overlay_header_fuzz";
+  bool ok = true;
+  for (uint64_t size : {uint64_t{0}, uint64_t{4096}, (uint64_t{2} << 30) + 123}) {
+    ok = ok && Write(dir, n++, cairn::access::EncodeOverlayHeader(cairn::access::OverlayLayout(size, DigestOf(9))));
+  }
+  return ok;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
@@ -242,6 +307,8 @@ int main(int argc, char** argv) {
   ok = WriteTreeSeeds(out, n) && ok;
   ok = WriteHttpRequestSeeds(out, n) && ok;
   ok = WriteChunkFramesSeeds(out, n) && ok;
+  ok = WriteNbdSeeds(out, n) && ok;
+  ok = WriteOverlaySeeds(out, n) && ok;
 
   if (!ok) {
     std::fprintf(stderr, "fuzz_seeds: failed writing seeds under %s\n", argv[1]);

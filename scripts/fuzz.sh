@@ -33,7 +33,7 @@ if ((build_first)); then
   cmake --preset asan-ubsan >/dev/null
   cmake --build "$build" -j "$jobs" --target blob_fuzz fixed_index_fuzz manifest_fuzz ledger_fuzz \
     dynamic_index_fuzz tree_fuzz key_file_fuzz http_request_fuzz chunk_frames_fuzz s3_xml_fuzz \
-    fuzz_seeds
+    nbd_session_fuzz overlay_header_fuzz fuzz_seeds
 fi
 
 # Fresh seeds from the current encoders; the corpora grow in build/asan-ubsan/corpus
@@ -57,6 +57,8 @@ targets=(
   "http_request_fuzz:32768:-dict=$root/fuzz/http_request.dict"
   "chunk_frames_fuzz:8192:"
   "s3_xml_fuzz:4096:-dict=$root/fuzz/s3_xml.dict"
+  "nbd_session_fuzz:4096:-dict=$root/fuzz/nbd.dict"
+  "overlay_header_fuzz:8192:"
 )
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"

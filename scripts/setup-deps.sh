@@ -8,6 +8,8 @@ packages=(
   libssl-dev libboost-dev libargon2-dev libqrencode-dev libzstd-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libcurl4-openssl-dev
   liburing-dev libgtest-dev libgmock-dev libbenchmark-dev
+  fuse3 libfuse3-dev
+  libnbd-bin qemu-utils
   python3 zstd ccache
   # The client config file (toml++) and sd_notify (libsystemd).
   libtomlplusplus-dev libsystemd-dev

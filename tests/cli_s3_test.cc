@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli_background.h"
 #include "cli_server_fixture.h"
 #include "s3/s3_client.h"
 
@@ -763,6 +764,49 @@ TEST_F(S3Test, ForgetPruneAndGcRemoveExactlyTheUnneededChunkObjects) {
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
   EXPECT_EQ(ParseJson(r.out)["removed_chunks"], 0) << r.out;
   EXPECT_EQ(ChunkIds(), c_ids);
+}
+
+// --- instant access (issue 25) ------------------------------------------------
+
+TEST_F(S3Test, AnImageIsExportedOverNbdAndMountedFromTheBucket) {
+  if (std::string missing = MissingTools({"qemu-img"}); !missing.empty()) {
+    GTEST_SKIP() << "not installed: " << missing << " (qemu-utils)";
+  }
+  Init();
+  const std::string image = Path("disk.img");
+  ImageWriter(image, 3 * kChunk + 777, 41).Random(0, kChunk).Text(2 * kChunk, kChunk + 777);
+  const std::string tree = Path("tree");
+  WriteTree(tree, 6);
+  ASSERT_TRUE(Backup("vm/100", 1, {"disk0.img=" + image, "root.tree=" + tree}).is_object());
+  const std::string sock = Path("nbd.sock");
+  {
+    BackgroundCairn e({"nbd", "-r", url_, Snap("vm/100", 1), "disk0.img", "--listen", "unix:" + sock},
+                      Path("nbd.err"), Env());
+    std::smatch uri;
+    const std::string line = e.WaitForLine("exporting");
+    ASSERT_TRUE(std::regex_search(line, uri, std::regex(R"((nbd\+unix://\S+))"))) << line;
+    ShellResult cmp = Shell("qemu-img compare -f raw -F raw '" + uri[1].str() + "' " + image);
+    EXPECT_EQ(cmp.exit_code, 0) << cmp.output;
+    EXPECT_EQ(e.Stop(SIGTERM), kExitOk) << e.err();
+  }
+  if (std::string why = FuseUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  const std::string mnt = Path("mnt");
+  fs::create_directories(mnt);
+  BackgroundCairn m({"mount", "-r", url_, mnt, "vm/100", "--remote-refresh", "0.2"},
+                    Path("mount.err"), Env());
+  if (std::string why = WaitMounted(m); !why.empty()) GTEST_SKIP() << why;
+  EXPECT_EQ(CompareFiles(mnt + "/latest/disk0.img", image), "");
+  EXPECT_EQ(CompareFiles(mnt + "/latest/root.tree/var/lib/data/blob.bin",
+                         tree + "/var/lib/data/blob.bin"), "");
+  // A snapshot another client makes (its own cache) appears in the mount.
+  ASSERT_TRUE(Backup("vm/100", 2, {"disk0.img=" + image}, Path("other-cache")).is_object());
+  const std::vector<std::string> want = {SnapTime(1), SnapTime(2), "latest"};
+  for (int i = 0; i < 300 && ListDir(mnt) != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(ListDir(mnt), want);
+  EXPECT_EQ(m.Stop(SIGTERM), kExitOk) << m.err();
+  ForceUnmount(mnt);
 }
 
 // --- the local cache ------------------------------------------------------------

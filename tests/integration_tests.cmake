@@ -8,6 +8,7 @@
 add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_harness.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_fixture.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_background.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_roundtrip_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_backup_test.cc
@@ -25,6 +26,8 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_gc_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_json_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_key_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_mount_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_nbd_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_prune_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_restore_modes_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_test.cc

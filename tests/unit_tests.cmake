@@ -1,7 +1,8 @@
 # Unit tests: one binary, sources beside the code (src/<module>/<file>_test.cc).
 # Every file is listed; no globbing.
 # The unit tests of the concurrent code (pipeline, stores, the three flows,
-# gc, the server, its client and their network code, the S3 client): the
+# gc, the server, its client and their network code, the S3 client, the
+# chunk cache, readahead, instant and overlay devices, NBD, the mount): the
 # only ones the TSan stage of scripts/test.sh builds and runs
 # (CAIRN_TESTS=concurrency; docs/ARCHITECTURE.md, "Testing").
 set(CAIRN_CONCURRENCY_TEST_SOURCES
@@ -34,6 +35,13 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/rate_limiter_test.cc
+  ${PROJECT_SOURCE_DIR}/src/access/chunk_cache_test.cc
+  ${PROJECT_SOURCE_DIR}/src/access/instant_device_test.cc
+  ${PROJECT_SOURCE_DIR}/src/access/overlay_device_test.cc
+  ${PROJECT_SOURCE_DIR}/src/access/stream_reader_test.cc
+  ${PROJECT_SOURCE_DIR}/src/mount/snapshot_fs_test.cc
+  ${PROJECT_SOURCE_DIR}/src/nbd/nbd_server_test.cc
+  ${PROJECT_SOURCE_DIR}/src/nbd/nbd_session_test.cc
 )
 # Every other unit test (single-threaded code: formats, codecs, parsers).
 set(CAIRN_OTHER_UNIT_TEST_SOURCES
@@ -77,7 +85,7 @@ endif()
 # Tests include "tests/unit_test_util.h".
 target_include_directories(cairn_unit_tests PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(cairn_unit_tests PRIVATE
-  cairn_backup cairn_restore cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote cairn_s3 cairn_s3store GTest::gtest_main GTest::gmock)
+  cairn_backup cairn_restore cairn_access cairn_mount cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote cairn_s3 cairn_s3store GTest::gtest_main GTest::gmock)
 if(CAIRN_PCH)
   target_precompile_headers(cairn_unit_tests PRIVATE <gtest/gtest.h> <gmock/gmock.h>
     <nlohmann/json.hpp> <fmt/format.h>)

@@ -158,6 +158,8 @@ void RegisterSnapshots(CLI::App& app, Context& ctx);
 void RegisterRestore(CLI::App& app, Context& ctx);
 void RegisterVerify(CLI::App& app, Context& ctx);
 void RegisterTree(CLI::App& app, Context& ctx);  // ls, cat
+void RegisterNbd(CLI::App& app, Context& ctx);
+void RegisterMount(CLI::App& app, Context& ctx);
 // prune, forget, protect, unprotect, notes
 void RegisterPrune(CLI::App& app, Context& ctx);
 void RegisterGc(CLI::App& app, Context& ctx);

@@ -2,9 +2,12 @@
 // cairn restore -r REPO SNAPSHOT --all DIR
 // cairn restore -r REPO SNAPSHOT (ARCHIVE | --all) --rehearse
 // cairn restore -r REPO SNAPSHOT NAME.tree DIR [--include PATTERN]...
+// cairn restore -r REPO SNAPSHOT NAME.img TARGET --instant [--listen ADDR] [--cache SIZE]
 //   [--jobs auto|N] [--memory SIZE] [--json]
 #include <fmt/format.h>
 
+#include "access/instant_restore.h"
+#include "cli/access_options.h"
 #include "cli/cli_util.h"
 #include "cli/progress_bar.h"
 #include "restore/restore.h"
@@ -25,6 +28,9 @@ struct RestoreArgs {
   std::vector<std::string> includes;
   BenchOptions bench;
   CLI::Option* all = nullptr;
+  bool instant = false;
+  std::string listen = "127.0.0.1:10809";
+  std::string cache = "256M";
 };
 
 // Checks the combination of positionals and flags; fills the request.
@@ -226,9 +232,74 @@ void PrintHuman(FILE* out, const restore::RestoreReport& report,
   }
 }
 
+// restore --instant: the export first, the restore behind it, then the
+// export goes on until SIGINT or SIGTERM (a VM may still run from it).
+Status RunInstant(Context& ctx, const RestoreArgs& args, restore::RestoreRequest request) {
+  const int64_t start = ctx.env->NowMonotonicNanos();
+  auto elapsed = [&] { return static_cast<double>(ctx.env->NowMonotonicNanos() - start) / 1e9; };
+  CAIRN_ASSIGN_OR_RETURN(AccessSettings settings, ParseAccessOptions({args.cache, args.jobs}));
+  sigset_t signals = BlockStopSignals();
+  CAIRN_ASSIGN_OR_RETURN(auto store, OpenRepoWithKey(ctx));
+  CAIRN_ASSIGN_OR_RETURN(request.snapshot, datastore::ParseSnapshotSpec(ctx.ns, args.snapshot));
+  std::unique_ptr<store::ChunkSource> injected;
+  CAIRN_ASSIGN_OR_RETURN(store::ChunkSource* source,
+                         MaybeInject(args.bench.inject_latency, store->source(), &injected));
+  request.source = source;
+  access::ChunkCache cache({.capacity_bytes = settings.cache_bytes, .logger = ctx.logger.get()});
+  access::InstantRestoreOptions o;
+  o.listen = args.listen;
+  o.readers = {&cache, source, access::ReadaheadFor(settings.cache_bytes, settings.jobs)};
+  o.logger = ctx.logger.get();
+  CAIRN_ASSIGN_OR_RETURN(auto instant, access::InstantRestore::Start(*store, request, o));
+  const double ready = elapsed();
+  auto event = [&](nlohmann::json j, const std::string& text) {
+    if (ctx.json) {
+      fmt::print("{}\n", j.dump());
+    } else {
+      fmt::print("{}\n", text);
+    }
+    std::fflush(stdout);
+  };
+  event({{"event", "ready"}, {"uri", instant->Uri()}, {"ready_seconds", ready}},
+        fmt::format("export readable at {} after {:.2f} s; restoring {} of {} to {} behind it",
+                    instant->Uri(), ready, request.archive, args.snapshot, request.target));
+  auto report = instant->Wait();
+  const double done = elapsed();
+  Status restored = report.status();
+  if (report.ok()) {
+    const auto& s = report->archives[0].stats;
+    event({{"event", "restored"}, {"target", request.target}, {"restored_seconds", done},
+           {"ready_seconds", ready}, {"bytes", s.bytes}, {"fetched_bytes", s.fetched_bytes},
+           {"chunks_restored", instant->device().restored_chunks()},
+           {"chunks_written_by_clients", instant->device().client_chunks()}},
+          fmt::format("restore complete after {:.2f} s (export readable after {:.2f} s): {} to {}, "
+                      "fetched {}; {} chunks written by clients first, kept; the export goes on "
+                      "until SIGINT or SIGTERM",
+                      done, ready, HumanBytes(s.bytes), request.target, HumanBytes(s.fetched_bytes),
+                      instant->device().client_chunks()));
+  } else {
+    ctx.logger->Error("restore failed after {:.2f} s: {}; the export goes on (reads from the "
+                      "store) until SIGINT or SIGTERM",
+                      done, report.status().message());
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  Status stopped = instant->Stop();
+  const nbd::NbdServerStats n = instant->server_stats();
+  fmt::print(stderr, "cairn restore --instant: stopped by signal {}: {} connections, {} requests, "
+             "read {}, wrote {}\n", sig, n.connections, n.requests, HumanBytes(n.bytes_read),
+             HumanBytes(n.bytes_written));
+  CAIRN_RETURN_IF_ERROR(restored);
+  return stopped;
+}
+
 void Run(Context& ctx, const RestoreArgs& args) {
   restore::RestoreRequest request;
   if (Status s = Check(args, &request); !s.ok()) return Fail(ctx, s);
+  if (args.instant) {
+    if (Status s = RunInstant(ctx, args, request); !s.ok()) Fail(ctx, s);
+    return;
+  }
   auto store = OpenRepoWithKey(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
   auto spec = datastore::ParseSnapshotSpec(ctx.ns, args.snapshot);
@@ -300,6 +371,13 @@ void RegisterRestore(CLI::App& app, Context& ctx) {
   cmd->add_option("--jobs", args->jobs, "reads in flight: auto (self-tuning, default) or N");
   cmd->add_option("--memory", args->memory,
                   "bytes of chunks in flight at most (default 256M; any image size fits)");
+  cmd->add_flag("--instant", args->instant,
+                "export the image over NBD at once and restore it to TARGET behind the export "
+                "(boot a VM before the restore is done); serves until SIGINT or SIGTERM");
+  cmd->add_option("--listen", args->listen,
+                  "--instant: unix:PATH or HOST:PORT of the export (default 127.0.0.1:10809)");
+  cmd->add_option("--cache", args->cache,
+                  "--instant: decoded chunks kept for the export's reads (default 256M)");
   AddBenchOptions(cmd, &args->bench);
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }

@@ -26,6 +26,8 @@ void RegisterAll(CLI::App& app, Context& ctx) {
   RegisterVerify(app, ctx);
   RegisterTask(app, ctx);
   RegisterTree(app, ctx);
+  RegisterNbd(app, ctx);
+  RegisterMount(app, ctx);
   RegisterPrune(app, ctx);
   RegisterGc(app, ctx);
   RegisterStatus(app, ctx);

@@ -78,6 +78,15 @@ class Datastore {
   // True when the chunks are objects in an object store that this client
   // maintains itself (gc, status, quarantine: RemoteBackend::OwnsChunks).
   bool chunks_in_object_store() const { return remote_ && remote_->OwnsChunks(); }
+  // Reads the list of snapshots again from where it lives, for long-running
+  // readers (`cairn mount`): a server's snapshot list into the metadata
+  // mirror, an object store's metadata into its cache. Nothing to do for a
+  // directory (its listing is the truth). Set once, right after Open; the
+  // refresher must allow readers to run meanwhile.
+  void SetRefresher(std::function<Status()> refresher) { refresher_ = std::move(refresher); }
+  Status Refresh() const { return refresher_ ? refresher_() : Status::Ok(); }
+  bool refreshable() const { return static_cast<bool>(refresher_); }
+
   // What users know this datastore as: its path, or its object-store URL.
   std::string DisplayName() const { return chunks_in_object_store() ? remote_->Describe() : path_; }
 
@@ -175,6 +184,7 @@ class Datastore {
   std::unique_ptr<store::LocalChunkStore> chunks_;
   std::shared_ptr<const crypto::CryptConfig> key_;
   std::shared_ptr<RemoteBackend> remote_;
+  std::function<Status()> refresher_;
 };
 
 inline constexpr char kDatastoreMarker[] = ".cairn-datastore";

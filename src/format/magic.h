@@ -33,6 +33,11 @@ inline constexpr uint16_t kLedgerVersion = 1;
 inline constexpr Magic kLedgerBatchMagic = {'C', 'A', 'I', 'R', 'N', 'J', 'N', 'L'};
 inline constexpr uint16_t kLedgerBatchVersion = 1;
 
+// The copy-on-write overlay of a writable NBD export (`cairn nbd --writable
+// --overlay FILE`): its header's magic.
+inline constexpr Magic kOverlayMagic = {'C', 'A', 'I', 'R', 'N', 'O', 'V', 'L'};
+inline constexpr uint16_t kOverlayVersion = 1;
+
 // Datastore marker file (.cairn-datastore): JSON, this format version.
 inline constexpr int kDatastoreVersion = 1;
 // Manifest JSON schema version (inside index.json.blob).

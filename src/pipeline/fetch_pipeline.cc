@@ -30,9 +30,9 @@ struct Fetched {
 class Gate {
  public:
   Gate(size_t count, uint64_t max_bytes, int slack, ConcurrencyController& controller,
-       const SizeHintFn& size_hint, const std::function<bool(size_t)>& stop)
+       const SizeHintFn& size_hint, const std::function<bool(size_t)>& stop, ItemFeed* feed)
       : count_(count), max_bytes_(max_bytes), slack_(slack), controller_(controller),
-        size_hint_(size_hint), stop_(stop) {}
+        size_hint_(size_hint), stop_(stop), feed_(feed) {}
 
   // Blocks until the next item may start; false when there is none left,
   // the caller's stop said so, or the pipeline was cancelled.
@@ -45,6 +45,23 @@ class Gate {
         count_ = next_;    // the end is here: items started still finish
         cv_.notify_all();  // every waiting thread may leave
         return false;
+      }
+      if (feed_ != nullptr && next_ >= feed_->available()) {
+        // Nothing to start yet: wait for the feed, end when it is closed,
+        // or when it stayed empty with nothing in flight for a while.
+        if (feed_->closed() && next_ >= feed_->available()) {
+          count_ = next_;
+          cv_.notify_all();
+          return false;
+        }
+        const auto idle = std::chrono::nanoseconds(feed_->idle_timeout_ns());
+        if (cv_.wait_for(lock, idle) == std::cv_status::timeout &&
+            next_ >= feed_->available() && reads_ == 0 && outstanding_ == 0) {
+          count_ = next_;
+          cv_.notify_all();
+          return false;
+        }
+        continue;
       }
       if (CanAdmitLocked()) {
         *index = next_++;
@@ -127,6 +144,7 @@ class Gate {
   ConcurrencyController& controller_;
   const SizeHintFn& size_hint_;
   const std::function<bool(size_t)>& stop_;
+  ItemFeed* const feed_;
   std::mutex mu_;
   std::condition_variable cv_;
   size_t next_ = 0;         // GUARDED_BY(mu_)
@@ -140,6 +158,23 @@ class Gate {
 };
 
 }  // namespace
+
+void ItemFeed::Add(size_t n) {
+  std::lock_guard lock(mu_);
+  available_.fetch_add(n, std::memory_order_acq_rel);
+  if (waker_) waker_();
+}
+
+void ItemFeed::Close() {
+  std::lock_guard lock(mu_);
+  closed_.store(true, std::memory_order_release);
+  if (waker_) waker_();
+}
+
+void ItemFeed::SetWaker(std::function<void()> waker) {
+  std::lock_guard lock(mu_);
+  waker_ = std::move(waker);
+}
 
 Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& process,
                         const SizeHintFn& size_hint, const FetchPipelineOptions& options,
@@ -157,7 +192,14 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
       std::min<size_t>(count, static_cast<size_t>(std::max(1, max_reads))));
 
   Gate gate(count, options.max_bytes_in_flight, 2 * cpu_workers, controller, size_hint,
-            options.stop);
+            options.stop, options.feed);
+  if (options.feed != nullptr) options.feed->SetWaker([&gate] { gate.LimitRaised(); });
+  struct Unhook {
+    ItemFeed* feed;
+    ~Unhook() {
+      if (feed != nullptr) feed->SetWaker(nullptr);
+    }
+  } unhook{options.feed};
   // The byte budget bounds what the queue holds; its capacity only needs to
   // never be the tighter limit.
   BoundedQueue<Fetched> queue(static_cast<size_t>(io_threads) + 1024);
@@ -204,7 +246,7 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
   });
 
   controller.SetConsumers(cpu_workers);
-  const bool report_waits = controller.adaptive();
+  const bool report_waits = controller.adaptive() && options.feed == nullptr;
   group.Start(cpu_workers, [&](int) -> Status {
     for (;;) {
       const int64_t wait_start = report_waits ? NowNanos() : 0;

@@ -20,15 +20,18 @@
 // cancels everything and is returned; no new item starts after it, and
 // items fetched but not processed are dropped. A stop (options.stop: a time
 // slice's end, a cancelled task) is gentler: no new item starts, the ones
-// already started are fetched and processed, and the run returns Ok.
+// already started are fetched and processed, and the run returns Ok. A feed
+// (options.feed) lets items arrive during the run.
 //
 // Thread safety: RunFetchPipeline blocks the caller; fetch, process and
 // size_hint are called concurrently from pipeline threads and must be
 // thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 
 #include "base/bytes.h"
 #include "base/read_buffer.h"
@@ -37,6 +40,36 @@
 #include "pipeline/progress.h"
 
 namespace cairn::pipeline {
+
+// Items that arrive while a run goes on (readahead: chunks are queued as a
+// reader moves on). With a feed, item i starts once i < available(); the
+// I/O threads wait for more, and the run ends when the feed is closed and
+// its items are done, or when nothing arrived and nothing was in flight for
+// idle_timeout_ns (so idle threads do not stay). Threads live as long as
+// the run, instead of one set per batch of items.
+//
+// Thread safety: Add and Close from any thread.
+class ItemFeed {
+ public:
+  explicit ItemFeed(int64_t idle_timeout_ns) : idle_timeout_ns_(idle_timeout_ns) {}
+  // `n` more items (indexes available() .. available() + n - 1).
+  void Add(size_t n);
+  // No more items: the run ends after the ones available.
+  void Close();
+
+  size_t available() const { return available_.load(std::memory_order_acquire); }
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+  int64_t idle_timeout_ns() const { return idle_timeout_ns_; }
+  // The pipeline's hook: called after Add and Close (while it runs).
+  void SetWaker(std::function<void()> waker);
+
+ private:
+  const int64_t idle_timeout_ns_;
+  std::atomic<size_t> available_{0};
+  std::atomic<bool> closed_{false};
+  std::mutex mu_;
+  std::function<void()> waker_;  // GUARDED_BY(mu_)
+};
 
 struct FetchPipelineOptions {
   int cpu_workers = 0;     // 0: one per core
@@ -47,6 +80,10 @@ struct FetchPipelineOptions {
   // Optional: asked before item `next` starts; true ends the run there.
   // Called with the pipeline's admission lock held: keep it cheap.
   std::function<bool(size_t next)> stop;
+  // Optional: items arrive while the run goes on (see ItemFeed); `count`
+  // then only bounds them. Consumers' waits are not reported to the
+  // controller (waiting for a reader is not waiting for reads).
+  ItemFeed* feed = nullptr;
 };
 
 struct FetchPipelineStats {

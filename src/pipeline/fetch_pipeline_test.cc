@@ -289,6 +289,60 @@ TEST(FetchPipelineTest, StopThatNeverFiresChangesNothing) {
   EXPECT_FALSE(stats.stopped);
 }
 
+TEST(FetchPipelineTest, AFeedAdmitsItemsThatArriveDuringTheRunUntilClosed) {
+  ConcurrencyController c(Fixed(4));
+  ItemFeed feed(/*idle_timeout_ns=*/60'000'000'000);  // only Close ends this run
+  std::vector<std::atomic<int>> processed(100);
+  FetchPipelineOptions o = Opts(&c);
+  o.feed = &feed;
+  feed.Add(10);
+  std::thread producer([&] {
+    // More items, in bursts, once the first ones are done: the run waits.
+    while (processed[9].load() == 0) std::this_thread::yield();
+    for (int burst = 0; burst < 9; ++burst) {
+      std::this_thread::sleep_for(2ms);
+      feed.Add(10);
+    }
+    while (processed[99].load() == 0) std::this_thread::yield();
+    feed.Close();
+  });
+  FetchPipelineStats stats;
+  Status s = RunFetchPipeline(
+      SIZE_MAX / 2,
+      [&](size_t i, ReadBuffer* out) {
+        out->Adopt(Payload(i));
+        return Status::Ok();
+      },
+      [&](size_t i, ReadBuffer&) {
+        ++processed[i];
+        return Status::Ok();
+      },
+      [](size_t) { return uint64_t{16}; }, o, &stats);
+  producer.join();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(stats.items, 100u);
+  for (size_t i = 0; i < processed.size(); ++i) EXPECT_EQ(processed[i].load(), 1) << i;
+}
+
+TEST(FetchPipelineTest, AFeedThatStaysEmptyEndsTheRunAfterItsIdleTimeout) {
+  ConcurrencyController c(Fixed(2));
+  ItemFeed feed(/*idle_timeout_ns=*/20'000'000);
+  feed.Add(3);
+  FetchPipelineOptions o = Opts(&c);
+  o.feed = &feed;
+  FetchPipelineStats stats;
+  Status s = RunFetchPipeline(
+      SIZE_MAX / 2, [&](size_t i, ReadBuffer* out) {
+        out->Adopt(Payload(i));
+        return Status::Ok();
+      },
+      [&](size_t, ReadBuffer&) { return Status::Ok(); }, [](size_t) { return uint64_t{16}; }, o,
+      &stats);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(stats.items, 3u);
+  feed.Add(1);  // after the run: no waker left to call
+}
+
 TEST(FetchPipelineTest, ExceptionBecomesInternal) {
   ConcurrencyController c(Fixed(2));
   Status s = RunFetchPipeline(

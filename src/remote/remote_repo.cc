@@ -160,17 +160,18 @@ Result<FileInfo> MirrorEnv::Stat(const std::string& path) {
   return base_->Stat(path);
 }
 
-Result<std::unique_ptr<datastore::Datastore>> OpenMirror(Env& env,
-                                                         std::shared_ptr<RemoteClient> client,
-                                                         const std::string& mirror_dir) {
-  CAIRN_RETURN_IF_ERROR(client->Check());
-  CAIRN_RETURN_IF_ERROR(EnsureMirror(env, mirror_dir));
+namespace {
+
+// Brings the mirror's snapshots (manifests, verify states) in line with the
+// server's list: new and changed ones written, forgotten ones removed.
+Status SyncSnapshotList(Env& env, RemoteClient& client_ref, const datastore::Datastore& store_ref) {
+  RemoteClient* client = &client_ref;
+  const datastore::Datastore* store = &store_ref;
   CAIRN_ASSIGN_OR_RETURN(Bytes body, client->Call("GET", client->StorePath("/snapshots")));
   json list = json::parse(AsStringView(body), nullptr, false);
   if (!list.is_object() || !list["snapshots"].is_array()) {
     return DataLossError(fmt::format("server {}: malformed snapshot list", client->url().ToString()));
   }
-  CAIRN_ASSIGN_OR_RETURN(auto store, datastore::Datastore::Open(env, mirror_dir));
   std::set<std::string> on_server;
   for (const json& entry : list["snapshots"]) {
     if (!entry.is_object() || !entry["ns"].is_string() || !entry["type"].is_string() ||
@@ -212,7 +213,20 @@ Result<std::unique_ptr<datastore::Datastore>> OpenMirror(Env& env,
       CAIRN_RETURN_IF_ERROR(RemoveSnapshotDir(env, store->SnapshotDir(snap)));
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<datastore::Datastore>> OpenMirror(Env& env,
+                                                         std::shared_ptr<RemoteClient> client,
+                                                         const std::string& mirror_dir) {
+  CAIRN_RETURN_IF_ERROR(client->Check());
+  CAIRN_RETURN_IF_ERROR(EnsureMirror(env, mirror_dir));
+  CAIRN_ASSIGN_OR_RETURN(auto store, datastore::Datastore::Open(env, mirror_dir));
+  CAIRN_RETURN_IF_ERROR(SyncSnapshotList(env, *client, *store));
   store->SetRemote(std::make_shared<RemoteStoreBackend>(client));
+  store->SetRefresher([&env, client, s = store.get()] { return SyncSnapshotList(env, *client, *s); });
   return store;
 }
 

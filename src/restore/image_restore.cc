@@ -10,6 +10,7 @@
 #include "blob/blob.h"
 #include "crypto/sha256.h"
 #include "pipeline/fetch_pipeline.h"
+#include "restore/chunk_read.h"
 
 namespace cairn::restore {
 namespace {
@@ -35,28 +36,12 @@ class ZeroIds {
   uint32_t tail_len_ = 0;
 };
 
-// Reads the stored bytes of `id`. A chunk the index needs but the store
-// lacks is damage (DataLoss), not a usage error.
-Status ReadStored(store::ChunkSource& source, const crypto::Digest& id, ReadBuffer* out) {
-  Status s = source.ReadInto(id, out);
-  if (s.code() == StatusCode::kNotFound) return DataLossError(std::string(s.message()));
-  return s;
-}
-
 // Fully checks one stored chunk and returns a view of its plaintext (in
 // `stored` or in this thread's decompression buffer).
 Result<ByteSpan> DecodeChecked(ByteSpan stored, const crypto::Digest& id, uint32_t length,
                                const crypto::CryptConfig* crypt) {
   thread_local ReadBuffer scratch;
-  auto plain = blob::DecodeChunkView(stored, id, &scratch, crypt);
-  if (!plain.ok()) {
-    return plain.status().WithContext(fmt::format("chunk {}", crypto::DigestHex(id)));
-  }
-  if (plain->size() != length) {
-    return DataLossError(fmt::format("chunk {}: {} bytes, the index needs {}",
-                                     crypto::DigestHex(id), plain->size(), length));
-  }
-  return plain;
+  return DecodeCheckedChunk(stored, id, length, &scratch, crypt);
 }
 
 pipeline::FetchPipelineOptions PipelineOptions(const ImageRestoreOptions& options,
@@ -116,7 +101,7 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
     CAIRN_RETURN_IF_ERROR(pipeline::RunFetchPipeline(
         fetch_positions.size(),
         [&](size_t k, ReadBuffer* out) {
-          return ReadStored(source, idx.digest(fetch_positions[k]), out);
+          return ReadStoredChunk(source, idx.digest(fetch_positions[k]), out);
         },
         [&](size_t k, ReadBuffer& data) -> Status {
           size_t pos = fetch_positions[k];
@@ -296,7 +281,10 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
   const Bytes zeros(options.rehearse ? 0 : chunk_size, 0);
   for (const ZeroRange& z : plan.zero_ranges) {
     if (open[z.target].existing && !options.rehearse) {
-      CAIRN_RETURN_IF_ERROR(open[z.target].out->WriteAt(z.offset, ByteSpan(zeros.data(), z.length)));
+      const ByteSpan data(zeros.data(), z.length);
+      auto write = [&] { return open[z.target].out->WriteAt(z.offset, data); };
+      CAIRN_RETURN_IF_ERROR(options.gate ? options.gate->Write(z.target, z.offset, data, write)
+                                         : write());
     }
     AddProgress(options, z.length);
   }
@@ -323,14 +311,17 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
   pipeline::FetchPipelineStats ps;
   Status s = pipeline::RunFetchPipeline(
       plan.items.size(),
-      [&](size_t k, ReadBuffer* out) { return ReadStored(source, plan.items[k].id, out); },
+      [&](size_t k, ReadBuffer* out) { return ReadStoredChunk(source, plan.items[k].id, out); },
       [&](size_t k, ReadBuffer& data) -> Status {
         const PlanItem& item = plan.items[k];
         stored[item.uses[0].target].fetch_add(data.size(), std::memory_order_relaxed);
         CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChecked(data, item.id, item.length, options.crypt));
         for (const Use& use : item.uses) {
           if (!options.rehearse) {
-            CAIRN_RETURN_IF_ERROR(open[use.target].out->WriteAt(use.offset, plain));
+            auto write = [&] { return open[use.target].out->WriteAt(use.offset, plain); };
+            CAIRN_RETURN_IF_ERROR(options.gate
+                                      ? options.gate->Write(use.target, use.offset, plain, write)
+                                      : write());
           }
           AddProgress(options, plain.size());
           if (remaining[use.target].fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -417,6 +408,11 @@ Status RestoreImages(Env& env, std::span<const ImageTarget> targets, store::Chun
   };
   for (size_t t = 0; t < targets.size(); ++t) {
     Status s = Open(env, targets[t], options, &open[t]);
+    if (s.ok() && options.gate != nullptr && open[t].out != nullptr) {
+      const bool fresh = !open[t].partial.empty();
+      s = options.gate->Opened(static_cast<uint32_t>(t), fresh ? open[t].partial : targets[t].path,
+                               fresh);
+    }
     if (!s.ok()) return abandon(s);
   }
 

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,6 +73,24 @@ RestorePlan PlanImageRestore(std::span<const index::FixedIndex* const> indexes,
 RestorePlan PlanImageRestore(const index::FixedIndex& idx,
                              const crypto::CryptConfig* crypt = nullptr);
 
+// Lets an NBD export use a target while it is being restored (`restore
+// --instant`, access/instant_device.h). RestoreImages tells the gate where
+// each target is once it is open, then hands it every write (chunks, and
+// zeros on an existing target) instead of writing itself: the gate calls
+// `write` (the restore's own pwrite) or skips a region the export has
+// written meanwhile, and is done with it when it returns.
+//
+// Thread safety: Write is called concurrently from the CPU workers.
+class RestoreGate {
+ public:
+  virtual ~RestoreGate() = default;
+  // Target `target` is open at `path` (TARGET.partial for a new file,
+  // sized and all holes: `fresh`).
+  virtual Status Opened(uint32_t target, const std::string& path, bool fresh) = 0;
+  virtual Status Write(uint32_t target, uint64_t offset, ByteSpan data,
+                       const std::function<Status()>& write) = 0;
+};
+
 struct ImageRestoreOptions {
   bool overwrite = false;  // allow writing over an existing file or device
   bool in_place = false;   // scan an existing target, rewrite only what differs
@@ -82,6 +101,8 @@ struct ImageRestoreOptions {
   pipeline::Progress* progress = nullptr;  // optional
   // The key of an encrypted snapshot (Datastore::CryptFor); null: plain.
   const crypto::CryptConfig* crypt = nullptr;
+  // restore --instant: writes go through it (not with rehearse or stdout).
+  RestoreGate* gate = nullptr;
 };
 
 // Every image byte is counted once in fetched, dedup, zero or in_place.

@@ -207,6 +207,7 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
     options.max_bytes_in_flight = request.max_bytes_in_flight;
     options.progress = request.progress;
     options.crypt = crypt;
+    options.gate = request.gate;
     store::ChunkSource& source = request.source ? *request.source : store.source();
     std::vector<ImageRestoreStats> stats;
     Status s = RestoreImages(env, targets, source, options, &stats);

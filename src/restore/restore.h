@@ -35,6 +35,8 @@ struct RestoreRequest {
   // Trees only: restore just the entries matching these patterns (and
   // their ancestors); see TreeRestoreOptions::includes.
   std::vector<std::string> includes;
+  // Images only: writes go through it (restore --instant).
+  RestoreGate* gate = nullptr;
 };
 
 struct ArchiveResult {

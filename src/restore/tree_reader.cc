@@ -55,24 +55,12 @@ class ZeroChunks {
 
 }  // namespace
 
-Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, ReadBuffer* out) {
-  Status s = source.ReadInto(id, out);
-  if (s.code() == StatusCode::kNotFound) return DataLossError(std::string(s.message()));
-  return s;
-}
-
-Result<ByteSpan> DecodeCheckedChunk(ByteSpan stored, const crypto::Digest& id,
-                                    uint32_t length, ReadBuffer* scratch,
+std::vector<uint8_t> FindZeroChunks(const index::DynamicIndex& idx,
                                     const crypto::CryptConfig* crypt) {
-  auto plain = blob::DecodeChunkView(stored, id, scratch, crypt);
-  if (!plain.ok()) {
-    return plain.status().WithContext(fmt::format("chunk {}", crypto::DigestHex(id)));
-  }
-  if (plain->size() != length) {
-    return DataLossError(fmt::format("chunk {}: {} bytes, the index needs {}",
-                                     crypto::DigestHex(id), plain->size(), length));
-  }
-  return plain;
+  ZeroChunks zero(crypt);
+  std::vector<uint8_t> out(idx.chunk_count());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = zero.IsZero(idx, i) ? 1 : 0;
+  return out;
 }
 
 struct TreeArchiveReader::Impl {

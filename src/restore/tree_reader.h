@@ -22,8 +22,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "datastore/datastore.h"
+#include "restore/chunk_read.h"
 #include "store/chunk_source.h"
 #include "tree/tree_format.h"
 
@@ -79,15 +81,10 @@ class TreeArchiveReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// Reads the stored bytes of `id` from `source`. A chunk an index needs but
-// the source lacks is damage: NotFound becomes DataLoss.
-Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, ReadBuffer* out);
-
-// Fully checks a stored chunk (CRC, decryption with `crypt` when set,
-// decompression, id against `id`, `length`) and returns a view of its
-// plaintext, in `stored` or `scratch`.
-Result<ByteSpan> DecodeCheckedChunk(ByteSpan stored, const crypto::Digest& id,
-                                    uint32_t length, ReadBuffer* scratch,
+// For each chunk of a payload index, 1 when it is known to hold only zeros
+// (by the rule of the file comment: the recurring lengths' zero ids), all
+// at once, for readers that share the answer across threads.
+std::vector<uint8_t> FindZeroChunks(const index::DynamicIndex& idx,
                                     const crypto::CryptConfig* crypt);
 
 }  // namespace cairn::restore

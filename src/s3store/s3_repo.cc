@@ -354,6 +354,9 @@ Result<S3Datastore> OpenS3Datastore(std::unique_ptr<Env> base, const S3Location&
   CAIRN_ASSIGN_OR_RETURN(auto store, datastore::Datastore::Open(*env, cache));
   auto chunks = std::make_shared<S3ChunkStore>(client, location);
   store->SetRemote(std::make_shared<S3Backend>(std::move(chunks), location, store.get()));
+  store->SetRefresher([e = env.get(), client, location, cache] {
+    return SyncCache(e->base(), *client, location, cache);
+  });
   return S3Datastore{std::move(env), std::move(store)};
 }
 

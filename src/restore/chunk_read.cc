@@ -1,0 +1,31 @@
+#include "restore/chunk_read.h"
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include "blob/blob.h"
+
+namespace cairn::restore {
+
+Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, ReadBuffer* out) {
+  Status s = source.ReadInto(id, out);
+  if (s.code() == StatusCode::kNotFound) return DataLossError(std::string(s.message()));
+  return s;
+}
+
+Result<ByteSpan> DecodeCheckedChunk(ByteSpan stored, const crypto::Digest& id,
+                                    uint32_t length, ReadBuffer* scratch,
+                                    const crypto::CryptConfig* crypt) {
+  auto plain = blob::DecodeChunkView(stored, id, scratch, crypt);
+  if (!plain.ok()) {
+    return plain.status().WithContext(fmt::format("chunk {}", crypto::DigestHex(id)));
+  }
+  if (plain->size() != length) {
+    return DataLossError(fmt::format("chunk {}: {} bytes, the index needs {}",
+                                     crypto::DigestHex(id), plain->size(), length));
+  }
+  return plain;
+}
+
+}  // namespace cairn::restore

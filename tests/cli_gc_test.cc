@@ -113,7 +113,9 @@ class HeldLock {
 // True when a failed command said that something it needs is in use or
 // that another gc runs: the only failures allowed beside other commands.
 bool IsCleanRefusal(const RunResult& r) {
-  if (r.killed() || r.exit_code != kExitFailure) return false;
+  // Locked out by another operation: exit 11 (kExitLocked); a few refusals
+  // found later in the run still exit 1.
+  if (r.killed() || (r.exit_code != kExitLocked && r.exit_code != kExitFailure)) return false;
   for (const char* phrase : {"in use", "is running", "another gc", "locked", "busy"}) {
     if (r.err.find(phrase) != std::string::npos) return true;
   }

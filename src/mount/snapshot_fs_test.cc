@@ -220,7 +220,7 @@ TEST_F(SnapshotFsTest, AnOpenFilePinsItsSnapshot) {
   {
     auto f = fs->OpenFile(img->ino);
     CAIRN_ASSERT_OK(f);
-    EXPECT_EQ(CodeOf(store_->LockSnapshotExclusive(snap)), StatusCode::kUnavailable);
+    EXPECT_EQ(CodeOf(store_->LockSnapshotExclusive(snap)), StatusCode::kAborted);
     EXPECT_EQ(fs->stats().open_files, 1u);
   }
   CAIRN_EXPECT_OK(store_->LockSnapshotExclusive(snap));

@@ -30,7 +30,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/server/read_grants_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/scrub_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/audit_log_test.cc
-  ${PROJECT_SOURCE_DIR}/src/remote/chunk_frames_test.cc
+  ${PROJECT_SOURCE_DIR}/src/protocol/chunk_frames_test.cc
   ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_test.cc
 )
@@ -72,7 +72,7 @@ endif()
 # Tests include "tests/unit_test_util.h".
 target_include_directories(cairn_unit_tests PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(cairn_unit_tests PRIVATE
-  cairn_backup cairn_restore cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote cairn_s3 cairn_s3store GTest::gtest_main GTest::gmock)
+  cairn_backup cairn_restore cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote cairn_protocol cairn_s3 cairn_s3store GTest::gtest_main GTest::gmock)
 if(CAIRN_PCH)
   target_precompile_headers(cairn_unit_tests PRIVATE <gtest/gtest.h> <gmock/gmock.h>
     <nlohmann/json.hpp> <fmt/format.h>)

@@ -60,17 +60,45 @@ Session::Session(HttpServer::Impl* server, tcp::socket socket, uint64_t id, std:
                  std::string address)
     : server_(server),
       options_(server->options()),
-      stream_(std::move(socket), server->ssl_ctx()),
+      stream_(std::move(socket), server->ssl_ctx().native_handle()),
       id_(id),
       peer_(std::move(peer)),
-      address_(std::move(address)) {}
+      address_(std::move(address)),
+      timer_(stream_.get_executor()) {}
+
+void Session::SetDeadline(std::chrono::milliseconds d) {
+  deadline_ = Clock::now() + d;
+  if (deadline_ < armed_) ArmTimer(deadline_);
+}
+
+void Session::ArmTimer(Clock::time_point at) {
+  armed_ = at;
+  timer_.expires_at(at);  // a wait in progress ends (its generation is old)
+  timer_.async_wait([self = shared_from_this(), generation = ++timer_generation_](error_code ec) {
+    if (!ec) self->OnTimer(generation);
+  });
+}
+
+void Session::OnTimer(uint64_t generation) {
+  if (generation != timer_generation_ || closed_) return;
+  armed_ = Clock::time_point::max();
+  if (Clock::now() >= deadline_) {
+    // The operation in flight fails; its handler sees timed_out_.
+    timed_out_ = true;
+    error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  } else if (deadline_ != Clock::time_point::max()) {
+    ArmTimer(deadline_);
+  }
+}
 
 void Session::Start() {
   asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
     if (self->closed_) return;
-    self->Lowest().expires_after(self->options_.handshake_timeout);
-    self->stream_.async_handshake(ssl::stream_base::server,
-                                  [self](error_code ec) { self->OnHandshake(ec); });
+    if (!self->stream_.valid()) return self->Abort();
+    self->SetDeadline(self->options_.handshake_timeout);
+    self->stream_.async_handshake([self](error_code ec) { self->OnHandshake(ec); });
   });
 }
 
@@ -86,25 +114,25 @@ void Session::CloseNow() {
 
 void Session::OnHandshake(error_code ec) {
   if (ec) {
-    if (ec == beast::error::timeout) server_->CountBadRequest();
+    if (timed_out_) server_->CountBadRequest();
     return Abort();
   }
   // The first request must follow at once.
-  Lowest().expires_after(options_.header_timeout);
+  SetDeadline(options_.header_timeout);
   StartHeader();
 }
 
 void Session::ReadNextRequest() {
   if (buffer_.size() > 0) {  // pipelined
-    Lowest().expires_after(options_.header_timeout);
+    SetDeadline(options_.header_timeout);
     return StartHeader();
   }
-  Lowest().expires_after(options_.idle_timeout);
+  SetDeadline(options_.idle_timeout);
   stream_.async_read_some(buffer_.prepare(4096),
                           [self = shared_from_this()](error_code ec, size_t n) {
                             if (ec) return self->Abort();
                             self->buffer_.commit(n);
-                            self->Lowest().expires_after(self->options_.header_timeout);
+                            self->SetDeadline(self->options_.header_timeout);
                             self->StartHeader();
                           });
 }
@@ -123,7 +151,7 @@ void Session::StartHeader() {
 void Session::FailRead(error_code ec) {
   if (ec == http::error::header_limit) return Reject(431, "request header too large");
   if (ec == http::error::body_limit) return Reject(413, "request body too large");
-  if (ec == beast::error::timeout) {
+  if (timed_out_) {
     server_->CountBadRequest();
     return Abort();
   }
@@ -166,7 +194,7 @@ void Session::OnHeader(error_code ec) {
     return Reject(413, "request body too large for this request");
   }
   parser_->body_limit(a.max_body);
-  Lowest().expires_after(options_.request_timeout);
+  SetDeadline(options_.request_timeout);
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](error_code e, size_t) { self->OnBody(e); });
 }
@@ -182,7 +210,7 @@ void Session::OnBody(error_code ec) {
   }
   request_.body = std::move(parser_->get().body());
   parser_.reset();
-  Lowest().expires_never();
+  ClearDeadline();
   server_->CountRequest();
   dispatched_ = server_->Dispatch(shared_from_this(), std::move(request_), keep_alive_);
   if (!dispatched_) {
@@ -207,7 +235,7 @@ void Session::StartResponse(Response r, bool head) {
   out_ = std::make_shared<Out>();
   out_->head = head;
   auto self = shared_from_this();
-  Lowest().expires_after(options_.write_timeout);
+  SetDeadline(options_.write_timeout);
   if (!r.producer) {
     auto res = std::make_shared<http::response<http::vector_body<uint8_t>>>(
         static_cast<http::status>(r.status), 11);
@@ -255,8 +283,8 @@ void Session::PumpStream() {
     o->queued = 0;
     std::vector<asio::const_buffer> buffers;
     for (const ReadBuffer& p : *sending) buffers.emplace_back(p.data(), p.size());
-    Lowest().expires_after(options_.write_timeout);
-    asio::async_write(stream_, http::make_chunk(buffers),
+    SetDeadline(options_.write_timeout);
+    asio::async_write(stream_, http::make_chunk(buffers), TransferLarge(),
                       [self = shared_from_this(), sending, o](error_code ec, size_t) {
                         o->writing = false;
                         for (ReadBuffer& b : *sending) {
@@ -274,8 +302,8 @@ void Session::PumpStream() {
   if (o->produced_all && o->pieces.empty() && !o->writing && !o->ended) {
     o->ended = true;
     o->writing = true;
-    Lowest().expires_after(options_.write_timeout);
-    asio::async_write(stream_, http::make_chunk_last(),
+    SetDeadline(options_.write_timeout);
+    asio::async_write(stream_, http::make_chunk_last(), TransferLarge(),
                       [self = shared_from_this(), o](error_code ec, size_t) {
                         o->writing = false;
                         if (ec) self->Abort();
@@ -379,7 +407,7 @@ void Session::WriteAndLinger(std::shared_ptr<http::response<http::string_body>> 
   res->set(http::field::server, "cairn");
   res->keep_alive(false);
   res->prepare_payload();
-  Lowest().expires_after(options_.write_timeout);
+  SetDeadline(options_.write_timeout);
   http::async_write(stream_, *res, [self = shared_from_this(), res](error_code ec, size_t) {
     if (ec) return self->Abort();
     self->LingerClose();
@@ -391,14 +419,14 @@ void Session::WriteAndLinger(std::shared_ptr<http::response<http::string_body>> 
 // (a TCP reset) does not destroy the response before it is read.
 void Session::LingerClose() {
   error_code ignored;
-  Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
-  Lowest().expires_after(kLingerTime);
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  SetDeadline(kLingerTime);
   buffer_.clear();
   DrainSome(kLingerBytes);
 }
 
 void Session::DrainSome(size_t budget) {
-  Lowest().async_read_some(buffer_.prepare(16384),
+  stream_.socket().async_read_some(buffer_.prepare(16384),
                            [self = shared_from_this(), budget](error_code ec, size_t n) {
                              if (ec || n >= budget) return self->Abort();
                              self->DrainSome(budget - n);
@@ -406,7 +434,7 @@ void Session::DrainSome(size_t budget) {
 }
 
 void Session::Shutdown() {
-  Lowest().expires_after(
+  SetDeadline(
       std::min<std::chrono::milliseconds>(options_.write_timeout, kMaxShutdownTime));
   stream_.async_shutdown([self = shared_from_this()](error_code) { self->Abort(); });
 }
@@ -416,8 +444,9 @@ void Session::Abort() {
   closed_ = true;
   if (out_ != nullptr) out_->producer.reset();
   error_code ignored;
-  Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
-  Lowest().close();
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream_.socket().close(ignored);
+  timer_.cancel();  // its wait holds this session
 }
 
 }  // namespace cairn::net

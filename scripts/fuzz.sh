@@ -62,21 +62,21 @@ targets=(
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
-failed=()
-for spec in "${targets[@]}"; do
-  IFS=: read -r name max_len extra <<<"$spec"
-  corpus="$build/corpus/$name"
-  artifacts="$build/artifacts/$name"
+# Runs one target: its regression inputs, then SECONDS of fuzzing. Prints
+# its report when done (targets run side by side, one per core, so their
+# output is kept apart) and returns non-zero on a finding.
+run_target() {
+  local name=$1 max_len=$2 extra=$3
+  local corpus="$build/corpus/$name" artifacts="$build/artifacts/$name"
   mkdir -p "$corpus" "$artifacts"
   # Inputs that once failed (fuzz/regressions/<target>/) are replayed first.
-  regressions="$root/fuzz/regressions/$name"
+  local regressions="$root/fuzz/regressions/$name"
   if [[ -d "$regressions" ]] && compgen -G "$regressions/*" >/dev/null; then
     echo "== $name: replaying $(find "$regressions" -type f | wc -l) regression input(s)"
     if ! "$build/fuzz/$name" "$regressions"/* >"$build/$name.regressions.log" 2>&1; then
-      echo "!! $name FAILED on a regression input; last lines of $build/$name.regressions.log:" >&2
-      tail -n 40 "$build/$name.regressions.log" >&2
-      failed+=("$name")
-      continue
+      echo "!! $name FAILED on a regression input; last lines of $build/$name.regressions.log:"
+      tail -n 40 "$build/$name.regressions.log"
+      return 1
     fi
   fi
   echo "== $name: ${seconds}s, max_len $max_len"
@@ -84,14 +84,35 @@ for spec in "${targets[@]}"; do
   if ! "$build/fuzz/$name" "$corpus" $extra \
       -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$artifacts/" -print_final_stats=1 >"$build/$name.log" 2>&1; then
-    echo "!! $name FAILED; last lines of $build/$name.log:" >&2
-    tail -n 40 "$build/$name.log" >&2
-    ls -l "$artifacts" >&2 || true
-    failed+=("$name")
-  else
-    grep -E "^(stat::number_of_executed_units|stat::new_units_added):" "$build/$name.log" || true
+    echo "!! $name FAILED; last lines of $build/$name.log:"
+    tail -n 40 "$build/$name.log"
+    ls -l "$artifacts" || true
+    return 1
   fi
+  grep -E "^(stat::number_of_executed_units|stat::new_units_added):" "$build/$name.log" || true
+}
+
+# One target per core at a time (each libFuzzer process is single-threaded).
+parallel="${CAIRN_FUZZ_JOBS:-$(nproc)}"
+failed=()
+pids=()
+names=()
+reap() {  # waits for the oldest running target
+  local out="$build/${names[0]}.report"
+  if ! wait "${pids[0]}"; then failed+=("${names[0]}"); fi
+  cat "$out"
+  rm -f "$out"
+  pids=("${pids[@]:1}")
+  names=("${names[@]:1}")
+}
+for spec in "${targets[@]}"; do
+  IFS=: read -r name max_len extra <<<"$spec"
+  ((${#pids[@]} >= parallel)) && reap
+  run_target "$name" "$max_len" "$extra" >"$build/$name.report" 2>&1 &
+  pids+=($!)
+  names+=("$name")
 done
+while ((${#pids[@]})); do reap; done
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "fuzz: failures in: ${failed[*]}" >&2

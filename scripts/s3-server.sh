@@ -60,7 +60,10 @@ stop() {
   say "stopped ${#pids[@]} daemon(s), removed $dir"
 }
 
-answering() { [[ $(curl -s -o /dev/null -w '%{http_code}' "http://$ip:$s3_port/" || true) == 200 ]]; }
+answering() {
+  command -v curl >/dev/null 2>&1 || return 1  # a fresh machine: nothing answers yet
+  [[ $(curl -s -o /dev/null -w '%{http_code}' "http://$ip:$s3_port/" || true) == 200 ]]
+}
 
 install() {
   local missing=() pair

@@ -50,16 +50,30 @@ declare -A budget=(
   [tsan build]=360 [tsan tests]=240 [total]=2400
 )
 
+# CPU seconds (user + sys) used so far by this script's finished children,
+# into $cpu_now: beside wall time, a figure that a busy machine changes much
+# less. (`times` reports to the shell that runs it, so no $(...) here.)
+times_file=$(mktemp)
+child_cpu() {
+  times >"$times_file"
+  cpu_now=$(tail -1 "$times_file" | awk 'function sec(t,  m) { m = t; sub(/m.*/, "", m);
+    sub(/^[0-9]+m/, "", t); sub(/s$/, "", t); return m * 60 + t } { printf "%d", sec($1) + sec($2) }')
+}
+stage_cpu=0
 stage_end() {
   [[ -n $stage_name ]] || return 0
   local secs=$((SECONDS - stage_start))
-  stage_rows+=("$stage_name|$secs|${budget[$stage_name]:-}")
+  child_cpu
+  local cpu=$((cpu_now - stage_cpu))
+  stage_rows+=("$stage_name|$secs|${budget[$stage_name]:-}|$cpu")
   stage_name=
 }
 stage() {
   stage_end
   stage_name=$1
   stage_start=$SECONDS
+  child_cpu
+  stage_cpu=$cpu_now
   printf '\n=== %s (at %d s)\n' "$1" $((SECONDS - started))
 }
 
@@ -207,10 +221,12 @@ stage_end
 
 # The stage table; a stage over its budget is a failure (not in --full).
 total=$((SECONDS - started))
-stage_rows+=("total|$total|${budget[total]}")
-printf '\n%-16s %8s %8s\n' stage seconds budget
+child_cpu
+stage_rows+=("total|$total|${budget[total]}|$cpu_now")
+rm -f "$times_file"
+printf '\n%-16s %8s %8s %8s\n' stage seconds budget "cpu s"
 for row in "${stage_rows[@]}"; do
-  IFS='|' read -r name secs limit <<<"$row"
+  IFS='|' read -r name secs limit cpu <<<"$row"
   [[ $mode == full ]] && limit=
   flag=
   if [[ -n $limit ]] && ((secs > limit)); then
@@ -218,7 +234,7 @@ for row in "${stage_rows[@]}"; do
     failed=$((failed + 1))
     failures+=("budget: stage '$name' took $secs s, over its $limit s (scripts/test.sh; docs/ARCHITECTURE.md, Testing)")
   fi
-  printf '%-16s %8d %8s%s\n' "$name" "$secs" "${limit:--}" "$flag"
+  printf '%-16s %8d %8s %8d%s\n' "$name" "$secs" "${limit:--}" "$cpu" "$flag"
 done
 if ((${#failures[@]})); then
   printf '\nfailures:\n'

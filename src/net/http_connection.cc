@@ -46,9 +46,6 @@ struct Session::Out {
   bool head = false;
   std::shared_ptr<ResponseWriter::Producer> producer;  // streams
   std::vector<ReadBuffer> pieces;                      // produced, not yet written
-  // Written pieces' buffers, for the next ones: a fresh multi-megabyte
-  // buffer per piece would cost its page faults every time.
-  std::vector<ReadBuffer> spare;
   size_t queued = 0;  // bytes in `pieces` (not those being written)
   bool writing = false;
   bool producing = false;
@@ -288,8 +285,8 @@ void Session::PumpStream() {
                       [self = shared_from_this(), sending, o](error_code ec, size_t) {
                         o->writing = false;
                         for (ReadBuffer& b : *sending) {
-                          if (o->spare.size() >= kSpareBuffers) break;
-                          o->spare.push_back(std::move(b));
+                          if (self->spare_.size() >= kSpareBuffers) break;
+                          self->spare_.push_back(std::move(b));
                         }
                         if (ec || self->out_ != o) {
                           self->Abort();
@@ -318,8 +315,8 @@ void Session::Produce() {
   std::shared_ptr<ResponseWriter::Producer> producer = o->producer;
   auto self = shared_from_this();
   auto out = std::make_shared<ResponseWriter::StreamPieces>();
-  out->spare = std::move(o->spare);
-  o->spare.clear();
+  out->spare = std::move(spare_);
+  spare_.clear();
   bool queued = server_->PushJob(tenant_, [self, producer, o, out] {
     bool done = false;
     Status s;
@@ -331,7 +328,10 @@ void Session::Produce() {
     asio::post(self->stream_.get_executor(), [self, o, out, done, s] {
       o->producing = false;
       // Buffers the producer did not use go back for the next call.
-      for (ReadBuffer& b : out->spare) o->spare.push_back(std::move(b));
+      for (ReadBuffer& b : out->spare) {
+        if (self->spare_.size() >= kSpareBuffers) break;
+        self->spare_.push_back(std::move(b));
+      }
       if (self->closed_ || !s.ok() || self->out_ != o) {
         self->Abort();
         return self->FinishRequest(false);

@@ -226,6 +226,12 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t timer_generation_ = 0;
   bool timed_out_ = false;
   beast::flat_buffer buffer_;
+  // Buffers of written stream pieces, for the next pieces of this and later
+  // answers on the connection (a batched download is one request of many on
+  // a keep-alive connection): a fresh multi-megabyte buffer per chunk costs
+  // the kernel's zeroing of its pages every time. At most kSpareBuffers;
+  // freed with the connection. Used on the strand only.
+  std::vector<ReadBuffer> spare_;
   std::optional<RequestParser> parser_;
   HttpRequest request_;  // the one being read
   bool keep_alive_ = false;

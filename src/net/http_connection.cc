@@ -11,6 +11,7 @@ constexpr size_t kLingerBytes = 1 << 20;
 constexpr auto kMaxShutdownTime = std::chrono::milliseconds(5000);
 // Buffers of written stream pieces kept for the next ones.
 constexpr size_t kSpareBuffers = 4;
+constexpr size_t kMinSpareCapacity = ResponseWriter::StreamPieces::kSmallPiece;
 
 std::string Lowercase(std::string_view s) {
   std::string out(s);
@@ -286,6 +287,9 @@ void Session::PumpStream() {
                         o->writing = false;
                         for (ReadBuffer& b : *sending) {
                           if (self->spare_.size() >= kSpareBuffers) break;
+                          // Only chunk-sized ones: a frame header's small
+                          // buffer taken for a chunk would grow afresh.
+                          if (b.capacity() < kMinSpareCapacity) continue;
                           self->spare_.push_back(std::move(b));
                         }
                         if (ec || self->out_ != o) {

@@ -9,6 +9,11 @@ packages=(
   libcurl4-openssl-dev
   liburing-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 zstd ccache
+  # The client config file (toml++) and sd_notify (libsystemd).
+  libtomlplusplus-dev libsystemd-dev
+  # The Debian package (scripts/package.sh) and its checks in CI
+  # (scripts/package-check.sh: man, systemd-analyze, bash, zsh).
+  debhelper dpkg-dev man-db systemd zsh
 )
 # Fuzzing and sanitizer runtimes (clang's libFuzzer), only when asked.
 if [[ "${CAIRN_WITH_FUZZ:-0}" == 1 ]]; then

@@ -7,7 +7,10 @@
 #      binary ($CAIRN_BINARY, the 2 GiB cases shrunk), and every fuzz target
 #      (built in the same tree) for a short run;
 #   3. TSan build (gcc): the unit tests of the concurrent code
-#      (CAIRN_TESTS=concurrency, tests/unit_tests.cmake).
+#      (CAIRN_TESTS=concurrency, tests/unit_tests.cmake);
+# and, after the release tests, the Debian package built from the release
+# tree and checked (scripts/package-check.sh: contents, Depends, man pages,
+# completion, systemd-analyze verify; seconds, nothing compiled).
 # It ends with a table of each stage's wall time against its budget (a stage
 # over budget counts as a failure, so CI time growth is seen the day it
 # happens) and one line "N passed, N failed, N skipped".
@@ -17,7 +20,8 @@
 #   bash scripts/test.sh --full     everything under every sanitizer (before
 #                                   resolving an issue that touches concurrency):
 #                                   TSan runs every unit test and the integration
-#                                   tests against a TSan cairn, fuzzing 60 s each;
+#                                   tests against a TSan cairn, fuzzing 60 s each,
+#                                   the package installed in a fresh chroot;
 #                                   no budgets
 #
 # Which suites each stage covers, and why: docs/ARCHITECTURE.md, "Testing".
@@ -45,7 +49,7 @@ stage_start=0
 # 1.5x what docs/ARCHITECTURE.md "Testing" measured; a machine that has run
 # the suite before (ccache) is far inside them. --full has none.
 declare -A budget=(
-  [setup]=420 [release build]=720 [release tests]=300
+  [setup]=420 [release build]=720 [release tests]=300 [package]=120
   [sanitize build]=900 [sanitize tests]=600 [fuzz]=300
   [tsan build]=360 [tsan tests]=240 [total]=2400
 )
@@ -177,6 +181,25 @@ wait_s3
 # Twice the cores: many tests wait on child processes, fsync and sockets.
 jobs=$(($(nproc) * 2))
 ((built == 0)) && run_ctest release build/release -j"$jobs"
+
+if ((built == 0)); then
+  stage package
+  if bash scripts/package-check.sh; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    failures+=("package: scripts/package-check.sh failed")
+  fi
+  # --full: the package installed in a fresh debootstrap chroot (minutes).
+  if [[ $mode == full ]]; then
+    if bash scripts/package-test.sh "$(ls -t build/deb/cairn_*.deb | head -1)"; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1))
+      failures+=("package: scripts/package-test.sh failed")
+    fi
+  fi
+fi
 
 if [[ $mode != quick ]]; then
   stage "sanitize build"

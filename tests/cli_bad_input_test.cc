@@ -73,7 +73,7 @@ TEST_F(BadInputTest, RepoThatDoesNotExist) {
            {"restore", "-r", missing, "vm/100/latest", "disk0.img", Path("out.raw")},
            {"backup", "-r", missing, "--id", "vm/100", "disk0.img=/dev/null"}}) {
     RunResult r = Cairn(args);
-    EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+    EXPECT_EQ(r.exit_code, kExitNoRepository) << r.Describe();
     EXPECT_TRUE(Contains(r.err, missing)) << r.Describe();
     EXPECT_TRUE(Contains(r.err, "does not exist")) << r.Describe();
   }
@@ -86,15 +86,15 @@ TEST_F(BadInputTest, RepoThatIsNotADatastore) {
   std::filesystem::create_directory(plain);
   WriteFile(plain + "/notes.txt", "hello");
   RunResult r = Cairn({"snapshots", "-r", plain});
-  EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+  EXPECT_EQ(r.exit_code, kExitNoRepository) << r.Describe();
   EXPECT_TRUE(Contains(r.err, plain)) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "not a cairn datastore")) << r.Describe();
   r = Cairn({"verify", "-r", plain});
-  EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+  EXPECT_EQ(r.exit_code, kExitNoRepository) << r.Describe();
   EXPECT_TRUE(Contains(r.err, plain)) << r.Describe();
 
   r = Cairn({"snapshots", "-r", plain + "/notes.txt"});
-  EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+  EXPECT_EQ(r.exit_code, kExitNoRepository) << r.Describe();
   EXPECT_TRUE(Contains(r.err, plain + "/notes.txt")) << r.Describe();
   EXPECT_EQ(ListDir(plain), std::vector<std::string>{"notes.txt"});
 }
@@ -374,7 +374,7 @@ TEST_F(BadInputTest, BackupRefusedWhileGroupLockIsHeld) {
 
   RunResult r =
       OnStore("backup", {"--id", "vm/100", "--time", SnapTime(1), "disk0.img=" + Path("a.raw")});
-  EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+  EXPECT_EQ(r.exit_code, kExitLocked) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "another backup of vm/100 is running")) << r.Describe();
   EXPECT_TRUE(ListedSnapshots().empty());
   EXPECT_FALSE(Exists(SnapshotDir(store(), Snap("vm/100", 1))));
@@ -421,7 +421,7 @@ TEST_F(BadInputTest, TwoBackupsOfOneGroupAtOnce) {
       "backup", {"--id", "vm/100", "--time", SnapTime(1), "disk0.img=" + Path("big.raw")}, watch);
   EXPECT_EQ(first.exit_code, kExitOk) << first.Describe();
   ASSERT_TRUE(second_ran) << "never saw the first backup holding its group lock";
-  EXPECT_EQ(second.exit_code, kExitFailure) << second.Describe();
+  EXPECT_EQ(second.exit_code, kExitLocked) << second.Describe();
   EXPECT_TRUE(Contains(second.err, "another backup of vm/100 is running")) << second.Describe();
   EXPECT_EQ(ListedSnapshots(), std::vector<std::string>{Snap("vm/100", 1)});
   RunResult r = OnStore("verify", {});

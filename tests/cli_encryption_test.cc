@@ -791,7 +791,8 @@ TEST_F(EncryptionTest, RestoreRefusedWithoutTheRightKey) {
   {
     SCOPED_TRACE("no key");
     for (const auto& a : all_archives) {
-      ExpectRestoreRefused(nullptr, snap, a, kExitFailure, {snap, "encrypted", "--keyfile"});
+      // 12: the snapshot needs a key that was not given (README, "Exit codes").
+      ExpectRestoreRefused(nullptr, snap, a, kExitWrongKey, {snap, "encrypted", "--keyfile"});
     }
     RunResult r = Keyed(nullptr, "ls", {snap, kTree});
     EXPECT_NE(r.exit_code, kExitOk) << r.Describe();
@@ -803,12 +804,12 @@ TEST_F(EncryptionTest, RestoreRefusedWithoutTheRightKey) {
   {
     SCOPED_TRACE("another key");
     for (const auto& a : all_archives) {
-      ExpectRestoreRefused(&other, snap, a, kExitFailure, {snap, "another key"});
+      ExpectRestoreRefused(&other, snap, a, kExitWrongKey, {snap, "another key"});
     }
     // The same from CAIRN_KEYFILE.
     RunOptions o;
     o.env = {"CAIRN_KEYFILE=" + other.path, "CAIRN_PASSPHRASE=" + other.pass};
-    ExpectRestoreRefused(nullptr, snap, kImg, kExitFailure, {snap, "another key"}, o);
+    ExpectRestoreRefused(nullptr, snap, kImg, kExitWrongKey, {snap, "another key"}, o);
     RunResult r = Keyed(&other, "cat", {snap, kTree, "etc/hosts"});
     EXPECT_NE(r.exit_code, kExitOk) << r.Describe();
     EXPECT_EQ(r.out, "");
@@ -818,7 +819,7 @@ TEST_F(EncryptionTest, RestoreRefusedWithoutTheRightKey) {
     Key wrong = key;
     wrong.pass = "the wrong one";
     for (const auto& a : all_archives) {
-      ExpectRestoreRefused(&wrong, snap, a, -1, {"wrong passphrase", key.path});
+      ExpectRestoreRefused(&wrong, snap, a, kExitWrongKey, {"wrong passphrase", key.path});
     }
   }
   {

@@ -14,11 +14,16 @@
 
 namespace cairn::cli_test {
 
-// Exit codes (DESIGN.md): 0 ok, 1 failure, 2 usage error, 3 corruption.
+// Exit codes (DESIGN.md, README "Exit codes"): 0 ok, 1 failure, 2 usage
+// error, 3 corruption, 10 no repository, 11 locked by another operation,
+// 12 wrong passphrase or key.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitCorruption = 3;
+inline constexpr int kExitNoRepository = 10;
+inline constexpr int kExitLocked = 11;
+inline constexpr int kExitWrongKey = 12;
 
 // "2026-01-01T00:00:00Z" plus `seconds`: explicit, distinct snapshot times,
 // so no backup waits for the clock to pass the previous snapshot's second.

@@ -446,7 +446,7 @@ TEST_F(GcTest, SecondGcIsRefusedWhileOneRuns) {
   fs::create_directories(gc_dir);
   HeldLock running_gc(gc_dir + "/lock");
   RunResult r = OnStore("gc", {"--grace", "0"});
-  EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+  EXPECT_EQ(r.exit_code, kExitLocked) << r.Describe();
   EXPECT_NE(r.err.find("another gc is running"), std::string::npos) << r.Describe();
   EXPECT_NE(r.err.find(store()), std::string::npos) << r.Describe();
 
@@ -662,7 +662,7 @@ TEST_F(GcTest, StatusReportsSnapshotsChunksDedupAndLastGc) {
   for (const std::string& bad : {Path("missing"), Path("plain-dir")}) {
     fs::create_directories(Path("plain-dir"));
     RunResult e = Cairn({"status", "-r", bad, "--json"});
-    EXPECT_EQ(e.exit_code, kExitFailure) << e.Describe();
+    EXPECT_EQ(e.exit_code, kExitNoRepository) << e.Describe();
     EXPECT_NE(e.err.find(bad), std::string::npos) << e.Describe();
     EXPECT_EQ(e.out, "") << e.Describe();
   }

@@ -451,7 +451,7 @@ TEST_F(KeyTest, ChangePassphraseKeepsTheKeyAndChangesTheSalt) {
 
   // The old passphrase no longer opens it; the new one does.
   r = Key({"change-passphrase", path}, {"CAIRN_PASSPHRASE=first", "CAIRN_NEW_PASSPHRASE=x"});
-  EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+  EXPECT_EQ(r.exit_code, kExitWrongKey) << r.Describe();
   WriteFile(Path("old"), "second\n");
   WriteFile(Path("new"), "third\n");
   r = Key({"change-passphrase", path, "--passphrase-file", Path("old"), "--new-passphrase-file",
@@ -477,7 +477,7 @@ TEST_F(KeyTest, WrongPassphraseIsRefusedAndChangesNothing) {
   const std::string before = ReadFile(path);
   RunResult r =
       Key({"change-passphrase", path}, {"CAIRN_PASSPHRASE=wrong", "CAIRN_NEW_PASSPHRASE=new"});
-  EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+  EXPECT_EQ(r.exit_code, kExitWrongKey) << r.Describe();
   EXPECT_NE(r.err.find("wrong passphrase for key file " + path), std::string::npos) << r.err;
   EXPECT_EQ(ReadFile(path), before);
 }
@@ -698,8 +698,8 @@ TEST_F(KeyOptionsTest, AsksOnTheTerminalOrSaysHowToGiveIt) {
   EXPECT_EQ(t.exit_code, kExitFailure) << t.Describe();
   EXPECT_NE(t.err.find("no passphrase for key file " + key +
                        " and no terminal to ask on: set "
-                       "CAIRN_PASSPHRASE, pass --passphrase-file FILE or set "
-                       "CAIRN_PASSPHRASE_FILE"),
+                       "CAIRN_PASSPHRASE, pass --passphrase-file FILE or --password-command CMD, "
+                       "or set CAIRN_PASSPHRASE_FILE or CAIRN_PASSWORD_COMMAND"),
             std::string::npos)
       << t.err;
 }
@@ -707,7 +707,7 @@ TEST_F(KeyOptionsTest, AsksOnTheTerminalOrSaysHowToGiveIt) {
 TEST_F(KeyOptionsTest, RefusalsSayWhichFileAndWhy) {
   const std::string key = Path("key.json");
   RunResult r = Backup({"--keyfile", key}, {"CAIRN_PASSPHRASE=wrong"});
-  EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+  EXPECT_EQ(r.exit_code, kExitWrongKey) << r.Describe();
   EXPECT_NE(r.err.find("wrong passphrase for key file " + key), std::string::npos) << r.err;
 
   r = Backup({"--keyfile", Path("absent.json")}, {"CAIRN_PASSPHRASE=pw"});

@@ -241,7 +241,7 @@ TEST_F(PruneTest, ForgetAndPruneLeaveASnapshotInUseAlone) {
     // As a restore reading it (or a backup using it as its base) holds it.
     HeldLock reader(SnapshotDir(store(), old) + "/index.json.blob", LOCK_SH);
     RunResult r = OnStore("forget", {old});
-    EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+    EXPECT_EQ(r.exit_code, kExitLocked) << r.Describe();
     EXPECT_NE(r.err.find("in use"), std::string::npos) << r.err;
     r = OnStore("prune", {"--keep-last", "1", "--json"});
     ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();

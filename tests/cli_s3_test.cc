@@ -633,14 +633,14 @@ TEST_F(S3Test, InitTwiceBadCredentialsAndNoDatastoreAreClearErrors) {
     SCOPED_TRACE(url);
     for (const char* verb : {"snapshots", "status"}) {
       r = Run({verb, "-r", url});
-      EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+      EXPECT_EQ(r.exit_code, kExitNoRepository) << r.Describe();
       EXPECT_TRUE(Contains(r.err, "datastore") || Contains(r.err, "bucket")) << r.Describe();
       EXPECT_TRUE(Contains(r.err, url.substr(5, url.find('?') - 5)) || Contains(r.err, bucket_))
           << r.Describe();
       EXPECT_EQ(r.out, "") << r.Describe();
     }
     r = Run({"backup", "-r", url, "--id", "vm/1", "vm.conf.blob=" + Path("vm.conf")});
-    EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+    EXPECT_EQ(r.exit_code, kExitNoRepository) << r.Describe();
   }
   // Nothing was written by the failed commands.
   EXPECT_EQ(client_->HeadObject("plain/.cairn-datastore").status().code(), StatusCode::kNotFound);

@@ -99,6 +99,7 @@ class ServerProcess {
   }
 
   bool alive() const { return pid_ > 0 && kill(pid_, 0) == 0; }
+  pid_t pid() const { return pid_; }
   int port() const { return port_; }
   const std::string& fingerprint() const { return fingerprint_; }
 

@@ -33,6 +33,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/protocol/chunk_frames_test.cc
   ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_test.cc
+  ${PROJECT_SOURCE_DIR}/src/base/rate_limiter_test.cc
 )
 # Every other unit test (single-threaded code: formats, codecs, parsers).
 set(CAIRN_OTHER_UNIT_TEST_SOURCES
@@ -63,6 +64,8 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/s3/s3_xml_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/sigv4_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3store/s3_location_test.cc
+  ${PROJECT_SOURCE_DIR}/src/cli/client_config_test.cc
+  ${PROJECT_SOURCE_DIR}/src/protocol/messages_test.cc
 )
 if(CAIRN_TESTS STREQUAL "concurrency")
   add_executable(cairn_unit_tests ${CAIRN_CONCURRENCY_TEST_SOURCES})

@@ -189,11 +189,11 @@ TEST_F(RunBackupTest, SourceErrorsNameTheArchive) {
   for (const auto& n : *names) EXPECT_EQ(n, ".lock");
 }
 
-TEST_F(RunBackupTest, ConcurrentBackupOfTheGroupIsUnavailable) {
+TEST_F(RunBackupTest, ConcurrentBackupOfTheGroupIsAborted) {
   auto lock = store_->LockGroup(group_);
   CAIRN_ASSERT_OK(lock);
   auto r = RunBackup(*store_, Options(kT0));
-  EXPECT_EQ(CodeOf(r), StatusCode::kUnavailable);
+  EXPECT_EQ(CodeOf(r), StatusCode::kAborted);
 }
 
 TEST_F(RunBackupTest, ExistingSnapshotTimeIsAlreadyExists) {

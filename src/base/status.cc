@@ -25,6 +25,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kInternal: return "Internal";
     case StatusCode::kUnavailable: return "Unavailable";
     case StatusCode::kDataLoss: return "DataLoss";
+    case StatusCode::kUnauthenticated: return "Unauthenticated";
   }
   return "Unknown";
 }
@@ -69,6 +70,9 @@ Status UnimplementedError(std::string m) {
 Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 Status UnavailableError(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
 Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::move(m)); }
+Status UnauthenticatedError(std::string m) {
+  return Status(StatusCode::kUnauthenticated, std::move(m));
+}
 
 Status ErrnoToStatus(int err, std::string_view what) {
   std::string msg = fmt::format("{}: {}", what, std::strerror(err));

@@ -34,6 +34,9 @@ enum class StatusCode : int {
   kInternal = 13,
   kUnavailable = 14,
   kDataLoss = 15,
+  // The caller's credentials do not open the thing: a wrong passphrase, a
+  // key other than the one data was made with (or none), a refused token.
+  kUnauthenticated = 16,
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -80,6 +83,7 @@ Status UnimplementedError(std::string message);
 Status InternalError(std::string message);
 Status UnavailableError(std::string message);
 Status DataLossError(std::string message);
+Status UnauthenticatedError(std::string message);
 
 // Maps an errno value to a Status with the canonical code that fits it
 // (ENOENT → NotFound, ENOSPC → ResourceExhausted, EACCES → PermissionDenied…).

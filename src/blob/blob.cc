@@ -238,13 +238,13 @@ Result<ByteSpan> DecodeViewInto(ByteSpan stored, Scratch* scratch,
   if (header.encryption != Encryption::kNone) {
     std::string print = ToHex(header.key_print);
     if (crypt == nullptr) {
-      return FailedPreconditionError(fmt::format(
+      return UnauthenticatedError(fmt::format(
           "encrypted (key fingerprint {}...): give its key file with --keyfile or "
           "CAIRN_KEYFILE",
           print.substr(0, 16)));
     }
     if (header.key_print != crypt->ShortFingerprint()) {
-      return FailedPreconditionError(
+      return UnauthenticatedError(
           fmt::format("encrypted with another key (fingerprint {}..., the key given is {})",
                       print.substr(0, 16), crypt->FingerprintText()));
     }

@@ -309,10 +309,10 @@ TEST(BlobTest, UnknownFieldValuesAreRejected) {
   EXPECT_EQ(CodeOf(Check(big)), StatusCode::kDataLoss);
 }
 
-TEST(BlobTest, EncryptedBlobWithoutKeyIsFailedPrecondition) {
+TEST(BlobTest, EncryptedBlobWithoutKeyIsUnauthenticated) {
   Bytes t = Craft(0, 1, 50, test_util::RandomBytes(50, 12));
   auto r = Decode(t);
-  EXPECT_EQ(CodeOf(r), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CodeOf(r), StatusCode::kUnauthenticated);
   EXPECT_NE(r.status().message().find("--keyfile"), std::string_view::npos) << r.status().ToString();
 }
 
@@ -370,9 +370,9 @@ TEST(BlobTest, EncryptedBlobNeedsItsOwnKey) {
   auto other = TestKey(2);
   Bytes stored = EncodeEncrypted(test_util::RandomBytes(1000, 14), *key);
   auto no_key = Decode(stored);
-  EXPECT_EQ(CodeOf(no_key), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CodeOf(no_key), StatusCode::kUnauthenticated);
   auto wrong = Decode(stored, other.get());
-  EXPECT_EQ(CodeOf(wrong), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CodeOf(wrong), StatusCode::kUnauthenticated);
   EXPECT_NE(wrong.status().message().find("another key"), std::string_view::npos)
       << wrong.status().ToString();
   // Anyone can still check the stored checksum.

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/progress_bar.h"
 #include "net/tls.h"
 #include "remote/remote_api.h"
 #include "remote/remote_repo.h"
@@ -24,6 +25,8 @@ int ExitCodeFor(const Status& s) {
     case StatusCode::kOk: return kExitOk;
     case StatusCode::kDataLoss: return kExitCorruption;
     case StatusCode::kInvalidArgument: return kExitUsage;
+    case StatusCode::kAborted: return kExitLocked;
+    case StatusCode::kUnauthenticated: return kExitWrongKey;
     default: return kExitFailure;
   }
 }
@@ -31,7 +34,12 @@ int ExitCodeFor(const Status& s) {
 void Fail(Context& ctx, const Status& s) {
   std::fflush(stdout);
   fmt::print(stderr, "cairn: error: {}\n", s.message());
-  ctx.exit_code = ExitCodeFor(s);
+  ctx.exit_code = ctx.repo_missing && s.code() == StatusCode::kNotFound ? kExitNoRepository
+                                                                        : ExitCodeFor(s);
+}
+
+bool ShowProgress(const Context& ctx) {
+  return !ctx.quiet && !ctx.no_progress && ProgressBar::StderrIsTerminal();
 }
 
 Result<ServerTarget> ServerTargetFor(Context& ctx) {
@@ -67,16 +75,19 @@ Result<s3store::S3Location> ResolveS3(Context& ctx, const std::string& url) {
     const char* v = std::getenv(name);
     return v ? std::optional<std::string>(v) : std::nullopt;
   };
-  return s3store::ResolveS3Url(url, getenv, ctx.env.get());
+  CAIRN_ASSIGN_OR_RETURN(s3store::S3Location location,
+                         s3store::ResolveS3Url(url, getenv, ctx.env.get()));
+  location.config.upload_limit = ctx.limits.upload;
+  location.config.download_limit = ctx.limits.download;
+  return location;
 }
 
-Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx) {
-  if (ctx.repo.empty()) {
-    if (const char* env_repo = std::getenv("CAIRN_REPO")) ctx.repo = env_repo;
-  }
-  if (ctx.repo.empty()) {
-    return InvalidArgumentError("no repository given: pass -r PATH or set CAIRN_REPO");
-  }
+namespace {
+
+// The datastore a repository names, opened; `missing` set when it does not
+// exist (NotFound from the open itself, not from a later read).
+Result<std::unique_ptr<datastore::Datastore>> OpenRepoAt(Context& ctx) {
+
   if (s3store::IsS3Url(ctx.repo)) {
     CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));
     CAIRN_ASSIGN_OR_RETURN(s3store::S3Location location, ResolveS3(ctx, ctx.repo));
@@ -92,7 +103,7 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx) {
     CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));
     CAIRN_ASSIGN_OR_RETURN(ServerTarget target, ServerTargetFor(ctx));
     const remote::RemoteUrl& url = target.url;
-    auto client = std::make_shared<remote::RemoteClient>(url, target.credentials);
+    auto client = std::make_shared<remote::RemoteClient>(url, target.credentials, ctx.limits);
     std::string mirror = remote::MirrorDir(remote::CacheRoot(), url);
     ctx.env = std::make_unique<remote::MirrorEnv>(std::move(ctx.env), client, mirror);
     return remote::OpenMirror(*ctx.env, client, mirror);
@@ -101,9 +112,35 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx) {
   return datastore::Datastore::Open(*ctx.env, ctx.repo);
 }
 
+std::string_view RepoKind(const std::string& repo) {
+  return s3store::IsS3Url(repo) ? "object storage" : remote::IsRemoteUrl(repo) ? "server" : "local";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<datastore::Datastore>> OpenRepo(Context& ctx) {
+  if (ctx.repo.empty()) {
+    if (const char* env_repo = std::getenv("CAIRN_REPO")) ctx.repo = env_repo;
+  }
+  if (ctx.repo.empty()) {
+    return InvalidArgumentError(
+        "no repository given: pass -r PATH|URL|NAME, set CAIRN_REPO, or name a default "
+        "repository in the config file");
+  }
+  ctx.logger->Debug("opening {} datastore {}", RepoKind(ctx.repo), ctx.repo);
+  auto store = OpenRepoAt(ctx);
+  if (!store.ok()) {
+    ctx.repo_missing = store.status().code() == StatusCode::kNotFound;
+    return store.status();
+  }
+  ctx.logger->Debug("datastore {} open", (*store)->DisplayName());
+  return store;
+}
+
 Result<std::unique_ptr<datastore::Datastore>> OpenRepoWithKey(Context& ctx) {
   CAIRN_ASSIGN_OR_RETURN(auto store, OpenRepo(ctx));
   CAIRN_ASSIGN_OR_RETURN(auto key, LoadKey(ctx.key));
+  if (key) ctx.logger->Debug("encryption key {} loaded", key->FingerprintText());
   store->SetKey(std::move(key));
   return store;
 }
@@ -119,7 +156,7 @@ Result<nlohmann::json> CallStore(Context& ctx, std::string_view method, const st
                                  ByteSpan body) {
   CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));
   CAIRN_ASSIGN_OR_RETURN(ServerTarget target, ServerTargetFor(ctx));
-  remote::RemoteClient client(target.url, target.credentials);
+  remote::RemoteClient client(target.url, target.credentials, ctx.limits);
   return remote::CallStoreJson(client, method, suffix, body);
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -20,11 +21,25 @@
 
 namespace cairn::cli {
 
-// Exit codes (DESIGN.md): 0 ok, 1 failure, 2 usage error, 3 corruption found.
+// Exit codes (DESIGN.md; README "Exit codes", cairn(1)): 0 ok, 1 failure,
+// 2 usage error, 3 corruption found, and for scripts (restic's numbers):
+// 10 the repository does not exist, 11 it is locked by another operation
+// (try again later), 12 wrong passphrase or key (or a token the server
+// refuses).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitCorruption = 3;
+inline constexpr int kExitNoRepository = 10;
+inline constexpr int kExitLocked = 11;
+inline constexpr int kExitWrongKey = 12;
+
+// Thrown by the global options' parse-complete step (a bad config file, a
+// bad --limit-upload) to end the run before the subcommand's callback;
+// main() returns `code`. The message has been printed.
+struct EarlyExit {
+  int code;
+};
 
 struct Context {
   std::unique_ptr<Env> env;
@@ -36,10 +51,26 @@ struct Context {
   bool json = false;
   KeyOptions key;  // --keyfile, --passphrase-file (commands that read or write content)
   int exit_code = kExitOk;
+
+  // Global options (global_options.cc), on every command.
+  bool quiet = false;        // -q: errors and warnings only, no progress, no report
+  int verbosity = 0;         // -v, -vv: debug lines on stderr
+  bool no_progress = false;  // --no-progress
+  std::string limit_upload;    // --limit-upload RATE (or CAIRN_LIMIT_UPLOAD, config)
+  std::string limit_download;  // --limit-download RATE
+  remote::TransferLimits limits;  // built from the two above: shared by the whole run
+  // Set when opening the repository failed because it does not exist
+  // (exit 10 instead of 1).
+  bool repo_missing = false;
 };
 
-// Maps a Status to an exit code: DataLoss → 3, InvalidArgument → 2, else 1.
+// Maps a Status to an exit code: DataLoss → 3, InvalidArgument → 2,
+// Aborted (locked) → 11, Unauthenticated (wrong passphrase or key) → 12,
+// else 1.
 int ExitCodeFor(const Status& s);
+// True when a progress bar should be drawn: stderr is a terminal and
+// neither -q nor --no-progress was given.
+bool ShowProgress(const Context& ctx);
 // Prints "cairn: error: <message>" on stderr and sets ctx.exit_code.
 void Fail(Context& ctx, const Status& s);
 
@@ -82,6 +113,14 @@ bool RepoIsServer(Context& ctx);
 // (403 PermissionDenied, 404 NotFound, …) with the server's message.
 Result<nlohmann::json> CallStore(Context& ctx, std::string_view method, const std::string& suffix,
                                  ByteSpan body = {});
+
+// The global options -q, -v, --no-progress, --limit-upload and
+// --limit-download on `app` (they may be given before or after the
+// subcommand: fallthrough), and the step that applies them once parsing is
+// done: the logger's level, the rate limiters, and the client config file
+// (a named repository for -r NAME; client_config.h). Errors end the run
+// (EarlyExit) with exit 2.
+void AddGlobalOptions(CLI::App& app, Context& ctx);
 
 // Adds -r/--repo, --ns, --token, --fingerprint (and --json) to a subcommand.
 void AddRepoOptions(CLI::App* cmd, Context& ctx);
@@ -128,7 +167,20 @@ void RegisterBenchmark(CLI::App& app, Context& ctx);
 void RegisterServe(CLI::App& app, Context& ctx);
 void RegisterToken(CLI::App& app, Context& ctx);
 void RegisterCert(CLI::App& app, Context& ctx);
+// cairn job run FILE: a backup job of the timer (cmd_job.cc).
+void RegisterJob(CLI::App& app, Context& ctx);
+// cairn generate man DIR | completion bash|zsh (hidden; doc_gen.cc): the man
+// pages and shell completion, from the command tree itself.
+void RegisterGenerate(CLI::App& app, Context& ctx);
+
+// Every verb and the global options on `app` (main.cc).
+void RegisterAll(CLI::App& app, Context& ctx);
+// Runs one command line (arguments after the program name) with a fresh
+// context, as main() does; returns the exit code. `cairn job run` runs its
+// steps through it.
+int RunCommandLine(const std::vector<std::string>& args);
 
 inline constexpr char kVersion[] = "0.1.0";
+inline constexpr char kDescription[] = "cairn: deduplicating backup of disk images and file trees";
 
 }  // namespace cairn::cli

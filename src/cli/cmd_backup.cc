@@ -126,8 +126,8 @@ void Run(Context& ctx, const BackupArgs& args) {
     if (!spec.ok()) return Fail(ctx, spec.status());
     options.archives.push_back(*spec);
   }
-  const bool draw = ProgressBar::StderrIsTerminal();
-  if (!ctx.json) {
+  const bool draw = ShowProgress(ctx);
+  if (!ctx.json && !ctx.quiet) {
     options.on_archive_done = [draw](const backup::ArchiveReport& a) {
       if (draw) fmt::print(stderr, "\r\033[K");  // the bar's line, before ours
       PrintArchiveLine(a);
@@ -151,7 +151,7 @@ void Run(Context& ctx, const BackupArgs& args) {
                {"bytes", total},
                {"seconds", report->seconds},
                {"archives", archives}});
-  } else {
+  } else if (!ctx.quiet) {
     fmt::print("snapshot {} finished: {} in {:.2f} s ({})\n", report->snapshot.ToString(),
                HumanBytes(total), report->seconds, HumanRate(total, report->seconds));
   }

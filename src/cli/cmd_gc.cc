@@ -41,6 +41,7 @@ std::string Str(const json& j, const char* key) {
 // A gc report (maintenance::GcReportJson's form), local or the server's.
 void Print(Context& ctx, const json& r) {
   if (ctx.json) return PrintJson(r);
+  if (ctx.quiet) return;
   fmt::print("marked {} chunks referenced by {} snapshots in {:.2f} s ({} threads)\n",
              U64(r, "referenced_chunks"), U64(r, "snapshots"), Seconds(r, "mark_seconds"),
              U64(r, "threads"));

@@ -30,7 +30,7 @@ void RegisterInit(CLI::App& app, Context& ctx) {
     if (!s.ok()) return Fail(ctx, s.WithContext(fmt::format("init {}", *path)));
     if (ctx.json) {
       PrintJson({{"datastore", *path}, {"created", true}});
-    } else {
+    } else if (!ctx.quiet) {
       fmt::print("created datastore {}\n", *path);
     }
   });

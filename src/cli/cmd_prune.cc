@@ -85,7 +85,7 @@ void PrintPrune(Context& ctx, const json& r) {
   }
   if (ctx.json) {
     PrintJson(r);
-  } else {
+  } else if (!ctx.quiet) {
     for (const json& g : Items(r, "groups")) PrintGroup(g);
     const size_t kept = Count(r, "kept"), removed = Count(r, "removed");
     const size_t in_use = Count(r, "in_use"), unfinished_removed = Count(r, "unfinished_removed");
@@ -193,6 +193,7 @@ void RunForget(Context& ctx, const std::string& text) {
   auto j = Forget(ctx, text);
   if (!j.ok()) return Fail(ctx, j.status());
   if (ctx.json) return PrintJson(*j);
+  if (ctx.quiet) return;
   fmt::print("forgot {}; run `cairn gc` to free space\n",
              Display(Str(*j, "ns"), Str(*j, "snapshot")));
 }
@@ -213,6 +214,7 @@ void RunProtect(Context& ctx, const std::string& text, bool on) {
   auto j = Protect(ctx, text, on);
   if (!j.ok()) return Fail(ctx, j.status());
   if (ctx.json) return PrintJson(*j);
+  if (ctx.quiet) return;
   fmt::print("{} {}\n", on ? "protected" : "unprotected",
              Display(Str(*j, "ns"), Str(*j, "snapshot")));
 }
@@ -265,6 +267,8 @@ void RunNotes(Context& ctx, const NotesArgs& args) {
   const std::string name = Display(Str(*j, "ns"), Str(*j, "snapshot"));
   if (!text) {
     if (!notes.empty()) fmt::print("{}{}", notes, notes.ends_with('\n') ? "" : "\n");
+  } else if (ctx.quiet) {
+    return;
   } else if (notes.empty()) {
     fmt::print("notes of {} cleared\n", name);
   } else {

@@ -255,7 +255,7 @@ void Run(Context& ctx, const RestoreArgs& args) {
   pipeline::Progress progress;
   request.progress = &progress;
   Result<restore::RestoreReport> report = [&] {
-    ProgressBar bar(progress, stderr, ProgressBar::StderrIsTerminal());
+    ProgressBar bar(progress, stderr, ShowProgress(ctx));
     return restore::RunRestore(**store, request);
   }();
   if (!report.ok()) return Fail(ctx, report.status());
@@ -268,6 +268,12 @@ void Run(Context& ctx, const RestoreArgs& args) {
   bool to_stdout = request.target == "-" && !request.rehearse;
   const store::ConnectionSummary connections = request.source->Connections();
   if (ctx.json && !to_stdout) return PrintJsonReport(*report, request, connections);
+  if (ctx.quiet) {  // the warnings only
+    for (const auto& a : report->archives) {
+      for (const std::string& w : a.tree.warnings) fmt::print(stderr, "cairn: warning: {}\n", w);
+    }
+    return;
+  }
   // With the data on stdout, the summary goes to stderr.
   PrintHuman(to_stdout ? stderr : stdout, *report, request, connections);
 }

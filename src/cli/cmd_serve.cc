@@ -1,10 +1,22 @@
 // cairn serve: the HTTPS server (docs/SERVER.md). Configuration from
 // --config FILE, or for a quick start from --listen, --store NAME=PATH and
 // --state-dir. Runs until SIGINT or SIGTERM, then stops gracefully.
+//
+// Under systemd (Type=notify, packaging/cairn.service) it tells the service
+// manager through sd_notify(3): READY=1 once every listener is up (so units
+// ordered after it start when clients can connect), STOPPING=1 when a
+// signal arrives, and WATCHDOG=1 every half WatchdogSec= while the main
+// loop runs. Logs go to stderr (journald priorities when stderr is the
+// journal) or, with "log": FILE in the config, to that file, reopened on
+// SIGHUP for logrotate.
 #include <signal.h>
 #include <sys/stat.h>
+#include <systemd/sd-daemon.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <map>
 #include <memory>
 
@@ -51,17 +63,60 @@ Result<server::ServerConfig> BuildConfig(const ServeArgs& args) {
   return config;
 }
 
+// "log": FILE: the server's log lines go to FILE (relative paths are taken
+// from the state directory) at the level -q/-v chose. Returns the file
+// logger (also set as ctx.logger), or null for "stderr".
+Result<FileLogger*> OpenLog(Context& ctx, const server::ServerConfig& config) {
+  if (config.log == "stderr") return static_cast<FileLogger*>(nullptr);
+  const std::string path = config.log.starts_with('/') ? config.log : JoinPath(config.state_dir, config.log);
+  CAIRN_RETURN_IF_ERROR(CreateDirs(*ctx.env, DirName(path)));
+  const LogLevel level = ctx.quiet ? LogLevel::kWarning
+                         : ctx.verbosity > 0 ? LogLevel::kDebug
+                                             : LogLevel::kInfo;
+  std::string error;
+  std::unique_ptr<FileLogger> file = FileLogger::Open(path, level, &error);
+  if (!file) return InvalidArgumentError(fmt::format("\"log\": {}", error));
+  FileLogger* raw = file.get();
+  ctx.logger = std::move(file);
+  return raw;
+}
+
+// Waits for SIGINT or SIGTERM (returned), reopening the log file on SIGHUP
+// and, when systemd's watchdog is on, pinging it every half interval.
+int WaitForStop(Context& ctx, const sigset_t& signals, FileLogger* log_file) {
+  uint64_t watchdog_usec = 0;
+  if (sd_watchdog_enabled(/*unset_environment=*/0, &watchdog_usec) <= 0) watchdog_usec = 0;
+  for (;;) {
+    int sig = 0;
+    if (watchdog_usec > 0) {
+      const uint64_t half = watchdog_usec / 2;
+      struct timespec timeout = {static_cast<time_t>(half / 1000000),
+                                 static_cast<long>(half % 1000000) * 1000};
+      sig = sigtimedwait(&signals, nullptr, &timeout);
+      if (sig < 0) {  // timed out (or EINTR): still alive
+        sd_notify(0, "WATCHDOG=1");
+        continue;
+      }
+    } else if (sigwait(&signals, &sig) != 0) {
+      continue;
+    }
+    if (sig != SIGHUP) return sig;
+    if (log_file != nullptr && !log_file->Reopen()) {
+      ctx.logger->Error("SIGHUP: cannot reopen log file {}: {}; still writing to the old one",
+                        log_file->path(), std::strerror(errno));
+    } else if (log_file != nullptr) {
+      ctx.logger->Info("SIGHUP: log file {} reopened", log_file->path());
+    }
+  }
+}
+
 Status Serve(Context& ctx, const ServeArgs& args) {
   CAIRN_ASSIGN_OR_RETURN(server::ServerConfig config, BuildConfig(args));
-  if (config.log != "stderr") {
-    return InvalidArgumentError(fmt::format(
-        "log '{}': only \"stderr\" is supported; under systemd, stderr goes to the journal",
-        config.log));
-  }
   // The state directory holds the token hashes, the TLS key, the tasks and
   // the audit log: made 0700, as `cairn token` makes it.
   CAIRN_RETURN_IF_ERROR(CreatePrivateDirs(config.state_dir)
                             .WithContext(fmt::format("state directory {}", config.state_dir)));
+  CAIRN_ASSIGN_OR_RETURN(FileLogger * log_file, OpenLog(ctx, config));
   if (struct stat st; ::stat(config.state_dir.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
     ctx.logger->Warn("state directory {} is open to group or others (mode {:04o}): chmod 700 it",
                      config.state_dir, st.st_mode & 07777);
@@ -108,6 +163,7 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   CAIRN_ASSIGN_OR_RETURN(
@@ -124,8 +180,9 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   fmt::print("cairn serve: listening on {} (certificate fingerprint {})\n", urls, fingerprint);
   std::fflush(stdout);
   ctx.logger->Info("serving {} with state in {}", fmt::join(names, ", "), config.state_dir);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  sd_notifyf(0, "READY=1\nSTATUS=listening on %s", urls.c_str());
+  const int sig = WaitForStop(ctx, signals, log_file);
+  sd_notify(0, "STOPPING=1\nSTATUS=stopping: finishing requests in progress");
   ctx.logger->Info("signal {}: stopping (requests in progress get 10 s to finish)", sig);
   http->Stop();
   auto stats = http->stats();

@@ -134,7 +134,7 @@ void Run(Context& ctx, const VerifyArgs& args) {
   pipeline::Progress progress;
   options.progress = &progress;
   auto report = [&] {
-    ProgressBar bar(progress, stderr, ProgressBar::StderrIsTerminal());
+    ProgressBar bar(progress, stderr, ShowProgress(ctx));
     return verify::RunVerify(**store, options);
   }();
   if (!report.ok()) return Fail(ctx, report.status());
@@ -232,6 +232,10 @@ void Run(Context& ctx, const VerifyArgs& args) {
         }
         fmt::print("    needed by {}{}\n", p.affected[i], where);
       }
+    }
+    if (ctx.quiet) {  // the damage above, and the exit code
+      if (!r.ok()) ctx.exit_code = kExitCorruption;
+      return;
     }
     if (r.resumed_from > 0) {
       fmt::print("resumed the run started {}: {} chunks ({}) already done\n",

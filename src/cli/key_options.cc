@@ -1,6 +1,8 @@
 #include "cli/key_options.h"
 
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <sys/stat.h>
@@ -53,6 +55,45 @@ Result<std::string> ReadPassphraseFile(const std::string& path) {
   if (text.ends_with('\n')) text.pop_back();
   return text;
 }
+
+}  // namespace
+
+Result<std::string> RunPasswordCommand(const std::string& command) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoToStatus(errno, "pipe for the password command");
+  UniqueFd read_end(fds[0]);
+  UniqueFd write_end(fds[1]);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, "/bin/sh", &actions, nullptr, const_cast<char**>(argv), ::environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return ErrnoToStatus(rc, fmt::format("starting password command `{}`", command));
+  write_end = UniqueFd();  // our copy: the read ends when the command's ends
+  auto text = ReadAll(read_end.get(), fmt::format("the output of password command `{}`", command),
+                      kMaxPassphraseSize);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!text.ok()) return text.status();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    OPENSSL_cleanse(text->data(), text->size());
+    return FailedPreconditionError(
+        WIFEXITED(status)
+            ? fmt::format("password command `{}` failed (exit {})", command, WEXITSTATUS(status))
+            : fmt::format("password command `{}` was killed by signal {}", command,
+                          WTERMSIG(status)));
+  }
+  if (text->ends_with('\n')) text->pop_back();
+  if (text->empty()) {
+    return FailedPreconditionError(fmt::format("password command `{}` printed nothing", command));
+  }
+  return text;
+}
+
+namespace {
 
 // --- the terminal ----------------------------------------------------------
 
@@ -191,6 +232,10 @@ void AddKeyOptions(CLI::App* cmd, KeyOptions* options) {
   cmd->add_option("--keyfile", options->keyfile, "encryption key file (or CAIRN_KEYFILE)");
   cmd->add_option("--passphrase-file", options->passphrase_file,
                   "file holding the key's passphrase (or CAIRN_PASSPHRASE, CAIRN_PASSPHRASE_FILE)");
+  cmd->add_option("--password-command", options->password_command,
+                  "shell command that prints the key's passphrase, like 'pass show cairn' (or "
+                  "CAIRN_PASSWORD_COMMAND)")
+      ->type_name("CMD");
 }
 
 std::string NamedKeyFile(const KeyOptions& options) {
@@ -258,10 +303,16 @@ Status WriteKeyFile(const std::string& path, std::string_view text, bool replace
 
 Result<std::string> ReadPassphrase(const PassphraseSources& sources) {
   if (!sources.file.empty()) return ReadPassphraseFile(sources.file);
+  if (!sources.command.empty()) return RunPasswordCommand(sources.command);
   if (const char* pass = GetEnv(sources.env)) return std::string(pass);
   if (const char* file = GetEnv(sources.file_env)) {
     auto text = ReadPassphraseFile(file);
     if (!text.ok()) return text.status().WithContext(sources.file_env);
+    return text;
+  }
+  if (const char* command = GetEnv(sources.command_env)) {
+    auto text = RunPasswordCommand(command);
+    if (!text.ok()) return text.status().WithContext(sources.command_env);
     return text;
   }
   UniqueFd tty(::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC));
@@ -285,17 +336,21 @@ Result<std::string> ReadPassphrase(const PassphraseSources& sources) {
 PassphraseSources KeyPassphraseSources(const KeyOptions& options, const std::string& path) {
   PassphraseSources s;
   s.file = options.passphrase_file;
+  s.command = options.password_command;
   s.env = "CAIRN_PASSPHRASE";
   s.file_env = "CAIRN_PASSPHRASE_FILE";
+  s.command_env = "CAIRN_PASSWORD_COMMAND";
   s.prompt = fmt::format("Passphrase for key {}: ", path);
   s.what = fmt::format("key file {}", path);
-  s.how_to_give = "set CAIRN_PASSPHRASE, pass --passphrase-file FILE or set CAIRN_PASSPHRASE_FILE";
+  s.how_to_give =
+      "set CAIRN_PASSPHRASE, pass --passphrase-file FILE or --password-command CMD, or set "
+      "CAIRN_PASSPHRASE_FILE or CAIRN_PASSWORD_COMMAND";
   return s;
 }
 
 Status KeyFileError(const Status& s, const std::string& path) {
-  if (s.code() == StatusCode::kPermissionDenied) {
-    return PermissionDeniedError(fmt::format("wrong passphrase for key file {}", path));
+  if (s.code() == StatusCode::kUnauthenticated) {
+    return UnauthenticatedError(fmt::format("wrong passphrase for key file {}", path));
   }
   return s.WithContext(path);
 }
@@ -307,6 +362,10 @@ Result<std::shared_ptr<const crypto::CryptConfig>> LoadKey(const KeyOptions& opt
     return InvalidArgumentError(fmt::format(
         "--passphrase-file {} given but no key file: pass --keyfile PATH or set CAIRN_KEYFILE",
         options.passphrase_file));
+  }
+  if (path.empty() && !options.password_command.empty()) {
+    return InvalidArgumentError(
+        "--password-command given but no key file: pass --keyfile PATH or set CAIRN_KEYFILE");
   }
   if (path.empty()) return std::shared_ptr<const crypto::CryptConfig>();
   CAIRN_ASSIGN_OR_RETURN(std::string text, ReadKeyFile(path, KeyFileAccess::kPrivate));

@@ -1,7 +1,9 @@
 // Where the encryption key comes from on the command line: --keyfile PATH or
 // CAIRN_KEYFILE, and its passphrase from --passphrase-file F,
-// CAIRN_PASSPHRASE, CAIRN_PASSPHRASE_FILE, or a prompt on the terminal
-// (/dev/tty, no echo), in that order.
+// --password-command CMD, CAIRN_PASSPHRASE, CAIRN_PASSPHRASE_FILE,
+// CAIRN_PASSWORD_COMMAND, or a prompt on the terminal (/dev/tty, no echo),
+// in that order. (The client config file can supply a key file, passphrase
+// file or password command for a named repository: client_config.h.)
 //
 // Also the pieces `cairn key` shares with LoadKey: reading a key file that
 // only its owner may read, writing one (mode 0600, atomically), reading a
@@ -24,9 +26,10 @@ namespace cairn::cli {
 struct KeyOptions {
   std::string keyfile;          // --keyfile, else CAIRN_KEYFILE
   std::string passphrase_file;  // --passphrase-file, else CAIRN_PASSPHRASE_FILE
+  std::string password_command;  // --password-command, else CAIRN_PASSWORD_COMMAND
 };
 
-// Adds --keyfile and --passphrase-file to a subcommand.
+// Adds --keyfile, --passphrase-file and --password-command to a subcommand.
 void AddKeyOptions(CLI::App* cmd, KeyOptions* options);
 
 // The key named by the options or the environment, unwrapped; null when no
@@ -61,13 +64,16 @@ Result<std::string> ReadKeyFile(const std::string& path, KeyFileAccess access);
 // the new one, never a mix, never a group-readable copy.
 Status WriteKeyFile(const std::string& path, std::string_view text, bool replace);
 
-// Where a passphrase is read from, first that is set wins: `file`, the
-// variable `env`, the file named by the variable `file_env`, the terminal.
-// A file's one trailing newline is not part of the passphrase.
+// Where a passphrase is read from, first that is set wins: `file`,
+// `command`, the variable `env`, the file named by the variable `file_env`,
+// the command in the variable `command_env`, the terminal. A file's or a
+// command's one trailing newline is not part of the passphrase.
 struct PassphraseSources {
   std::string file;                // --passphrase-file and the like
+  std::string command;             // --password-command: a shell command printing it
   const char* env = nullptr;       // "CAIRN_PASSPHRASE"
   const char* file_env = nullptr;  // "CAIRN_PASSPHRASE_FILE"
+  const char* command_env = nullptr;  // "CAIRN_PASSWORD_COMMAND"
   std::string prompt;              // "Passphrase for key FILE: "
   bool confirm = false;            // on the terminal, ask twice and compare
   // For the error when no source is set and there is no terminal: what the
@@ -76,9 +82,15 @@ struct PassphraseSources {
   std::string what;
   std::string how_to_give;
 };
-// FailedPrecondition when nothing is set and there is no terminal;
+// FailedPrecondition when nothing is set and there is no terminal, or when
+// a password command fails (exit status other than 0, killed, no output);
 // InvalidArgument when the two answers differ; NotFound for a missing file.
 Result<std::string> ReadPassphrase(const PassphraseSources& sources);
+
+// Runs `command` with /bin/sh -c, stdin and stderr inherited (so it may
+// ask on the terminal, like `pass` or `gpg`), and returns what it printed
+// on stdout less one trailing newline. At most 4 KiB.
+Result<std::string> RunPasswordCommand(const std::string& command);
 
 // The standard sources of the passphrase of key file `path`, for LoadKey
 // and `cairn key`.

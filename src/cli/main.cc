@@ -1,7 +1,10 @@
 // cairn: deduplicating backup of disk images and file trees.
 // main() builds the defaults (Env, logger), registers one verb per file and
-// maps the outcome to an exit code: 0 ok, 1 failure, 2 usage, 3 corruption.
+// maps the outcome to an exit code (cli_util.h: 0 ok, 1 failure, 2 usage,
+// 3 corruption, 10 no repository, 11 locked, 12 wrong passphrase or key).
 #include <exception>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -9,15 +12,12 @@
 #include "cli/cli_util.h"
 #include "cli/cmd_task.h"
 
-int main(int argc, char** argv) {
-  using namespace cairn::cli;
-  Context ctx;
-  ctx.env = cairn::NewPosixEnv();
-  ctx.logger = cairn::NewStderrLogger(cairn::LogLevel::kInfo);
+namespace cairn::cli {
 
-  CLI::App app{"cairn: deduplicating backup of disk images and file trees"};
+void RegisterAll(CLI::App& app, Context& ctx) {
   app.require_subcommand(1);
   app.set_version_flag("--version", kVersion);
+  AddGlobalOptions(app, ctx);
   RegisterInit(app, ctx);
   RegisterKey(app, ctx);
   RegisterBackup(app, ctx);
@@ -33,14 +33,34 @@ int main(int argc, char** argv) {
   RegisterServe(app, ctx);
   RegisterToken(app, ctx);
   RegisterCert(app, ctx);
+  RegisterJob(app, ctx);
+  RegisterGenerate(app, ctx);
+}
+
+int RunCommandLine(const std::vector<std::string>& args) {
+  Context ctx;
+  ctx.env = NewPosixEnv();
+  ctx.logger = NewStderrLogger(LogLevel::kInfo);
+  CLI::App app{kDescription, "cairn"};
+  RegisterAll(app, ctx);
+  // CLI11 takes the arguments in reverse order.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
-    app.parse(argc, argv);
+    app.parse(reversed);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
+  } catch (const EarlyExit& e) {
+    return e.code;
   } catch (const std::exception& e) {
     fmt::print(stderr, "cairn: error: {}\n", e.what());
     return kExitFailure;
   }
   return ctx.exit_code;
+}
+
+}  // namespace cairn::cli
+
+int main(int argc, char** argv) {
+  return cairn::cli::RunCommandLine(std::vector<std::string>(argv + 1, argv + argc));
 }

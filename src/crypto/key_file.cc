@@ -333,7 +333,7 @@ Result<Key256> UnwrapKey(std::string_view text, std::string_view passphrase) {
   CAIRN_RETURN_IF_ERROR(DeriveWrappingKey(f.info.params, passphrase, f.salt, &wrapping.bytes));
   Key256 master;
   if (!Open(wrapping.bytes, f.wrapped, &master)) {
-    return PermissionDeniedError(
+    return UnauthenticatedError(
         "wrong passphrase for key file (or its kdf, salt or wrapped_key was altered)");
   }
   const Digest actual = CryptConfig::FromMasterKey(master)->fingerprint();

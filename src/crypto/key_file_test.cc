@@ -83,7 +83,7 @@ TEST_P(KeyFileKdfTest, WrongPassphraseIsPermissionDenied) {
   const std::string text = Wrap(TestKey(2), "right", GetParam());
   for (std::string_view wrong : {"wrong", "righ", "right ", "", "Right"}) {
     auto back = UnwrapKey(text, wrong);
-    EXPECT_EQ(CodeOf(back), StatusCode::kPermissionDenied) << wrong;
+    EXPECT_EQ(CodeOf(back), StatusCode::kUnauthenticated) << wrong;
     EXPECT_NE(back.status().message().find("wrong passphrase"), std::string::npos)
         << back.status().ToString();
   }
@@ -261,18 +261,18 @@ TEST(KeyFileTest, AlteredSaltOrCiphertextReadsAsWrongPassphrase) {
   const std::string salt = j["kdf"]["salt"], wrapped = j["wrapped_key"];
   for (size_t pos : {size_t{0}, size_t{31}, size_t{63}}) {
     EXPECT_EQ(CodeOf(UnwrapKey(With(text, "kdf.salt", FlipHexDigit(salt, pos)), "pw")),
-              StatusCode::kPermissionDenied)
+              StatusCode::kUnauthenticated)
         << pos;
   }
   // Nonce, ciphertext and tag.
   for (size_t pos : {size_t{0}, size_t{23}, size_t{24}, size_t{87}, size_t{88}, size_t{119}}) {
     EXPECT_EQ(CodeOf(UnwrapKey(With(text, "wrapped_key", FlipHexDigit(wrapped, pos)), "pw")),
-              StatusCode::kPermissionDenied)
+              StatusCode::kUnauthenticated)
         << pos;
   }
   // Other parameters derive another wrapping key.
-  EXPECT_EQ(CodeOf(UnwrapKey(With(text, "kdf.n", 512), "pw")), StatusCode::kPermissionDenied);
-  EXPECT_EQ(CodeOf(UnwrapKey(With(text, "kdf.r", 7), "pw")), StatusCode::kPermissionDenied);
+  EXPECT_EQ(CodeOf(UnwrapKey(With(text, "kdf.n", 512), "pw")), StatusCode::kUnauthenticated);
+  EXPECT_EQ(CodeOf(UnwrapKey(With(text, "kdf.r", 7), "pw")), StatusCode::kUnauthenticated);
 }
 
 TEST(KeyFileTest, AlteredFingerprintIsDataLoss) {

@@ -204,7 +204,7 @@ Result<index::Manifest> Datastore::ReadManifest(const SnapshotRef& snap) const {
 Result<const crypto::CryptConfig*> Datastore::CryptFor(const index::Manifest& m) const {
   if (!m.encrypted) return static_cast<const crypto::CryptConfig*>(nullptr);
   if (key_ == nullptr) {
-    return FailedPreconditionError(fmt::format(
+    return UnauthenticatedError(fmt::format(
         "snapshot {}/{}/{} is encrypted (key fingerprint {}...): give its key with --keyfile "
         "or CAIRN_KEYFILE",
         m.type, m.id, m.time, crypto::DigestHex(m.key_fingerprint).substr(0, 16)));
@@ -279,7 +279,7 @@ Result<Bytes> Datastore::ReadBlobArchive(const SnapshotRef& snap, const index::A
   }
   auto plain = blob::Decode(*stored, crypt);
   if (!plain.ok()) {
-    if (plain.status().code() == StatusCode::kFailedPrecondition) {
+    if (plain.status().code() == StatusCode::kUnauthenticated) {  // no key, or another
       return plain.status().WithContext(path);
     }
     return DataLossError(fmt::format("{}: {}", path, plain.status().message()));
@@ -335,7 +335,7 @@ Result<std::unique_ptr<FileLock>> Datastore::LockGroup(const GroupRef& group) co
   CAIRN_RETURN_IF_ERROR(CreateDirs(env_, dir));
   auto lock = env_.TryLock(JoinPath(dir, ".lock"), /*exclusive=*/true);
   if (!lock.ok() && lock.status().code() == StatusCode::kUnavailable) {
-    return UnavailableError(fmt::format(
+    return AbortedError(fmt::format(
         "another backup of {} is running in datastore {}; try again when it has finished",
         group.ToString(), path_));
   }
@@ -391,7 +391,7 @@ Result<std::unique_ptr<FileLock>> Datastore::RegisterWriter() const {
   auto barrier = LockBarrier(env_, path_, /*exclusive=*/false, int64_t{600} * 1000000000);
   if (!barrier.ok()) {
     if (barrier.status().code() == StatusCode::kUnavailable) {
-      return UnavailableError(fmt::format(
+      return AbortedError(fmt::format(
           "gc has been deleting chunks of datastore {} for 10 minutes; try again when it "
           "has finished",
           DisplayName()));
@@ -404,7 +404,7 @@ Result<std::unique_ptr<FileLock>> Datastore::RegisterWriter() const {
 Result<std::unique_ptr<FileLock>> Datastore::LockChunkRemoval(int64_t wait_ns) const {
   auto lock = LockBarrier(env_, path_, /*exclusive=*/true, wait_ns);
   if (!lock.ok() && lock.status().code() == StatusCode::kUnavailable) {
-    return UnavailableError(fmt::format("a backup is running on datastore {}", DisplayName()));
+    return AbortedError(fmt::format("a backup is running on datastore {}", DisplayName()));
   }
   return lock;
 }
@@ -427,7 +427,7 @@ Result<std::unique_ptr<FileLock>> Datastore::LockSnapshotShared(const SnapshotRe
           fmt::format("snapshot {} not found in datastore {}", snap.ToString(), path_));
     }
     if (lock.status().code() == StatusCode::kUnavailable) {
-      return UnavailableError(fmt::format("snapshot {} is being removed", snap.ToString()));
+      return AbortedError(fmt::format("snapshot {} is being removed", snap.ToString()));
     }
     return lock.status();
   }
@@ -444,7 +444,7 @@ Result<std::unique_ptr<FileLock>> Datastore::LockSnapshotExclusive(const Snapsho
   std::string manifest = JoinPath(SnapshotDir(snap), index::kManifestFileName);
   auto lock = env_.TryLockExisting(manifest, /*exclusive=*/true);
   if (!lock.ok() && lock.status().code() == StatusCode::kUnavailable) {
-    return UnavailableError(fmt::format(
+    return AbortedError(fmt::format(
         "snapshot {} is in use (a restore reads it, or a running backup uses it as its base); "
         "try again when that has finished",
         snap.ToString()));

@@ -333,7 +333,7 @@ TEST_F(DatastoreTest, LockGroupIsExclusive) {
   auto first = store_->LockGroup(vm100_);
   CAIRN_ASSERT_OK(first);
   auto second = store_->LockGroup(vm100_);
-  EXPECT_EQ(CodeOf(second), StatusCode::kUnavailable);
+  EXPECT_EQ(CodeOf(second), StatusCode::kAborted);
   EXPECT_NE(second.status().message().find("vm/100"), std::string_view::npos);
   CAIRN_EXPECT_OK(store_->LockGroup(GroupRef{"", "vm", "101"}));  // other groups are free
   first->reset();

@@ -98,12 +98,12 @@ TEST_F(SnapshotWriterTest, UncommittedWriterRemovesItsDirectory) {
   CAIRN_EXPECT_OK(again);
 }
 
-TEST_F(SnapshotWriterTest, SecondWriterOfTheGroupIsUnavailable) {
+TEST_F(SnapshotWriterTest, SecondWriterOfTheGroupIsAborted) {
   auto first = SnapshotWriter::Begin(*store_, snap_);
   CAIRN_ASSERT_OK(first);
   SnapshotRef later{snap_.group, kT0 + 60};
   auto second = SnapshotWriter::Begin(*store_, later);
-  EXPECT_EQ(CodeOf(second), StatusCode::kUnavailable);
+  EXPECT_EQ(CodeOf(second), StatusCode::kAborted);
   EXPECT_NE(second.status().message().find("vm/100"), std::string_view::npos);
   EXPECT_FALSE(Exists(store_->SnapshotDir(later)));
   // Another group is not blocked.

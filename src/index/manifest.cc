@@ -121,7 +121,7 @@ std::string ManifestToJson(const Manifest& m, const crypto::CryptConfig* crypt) 
 Status CheckManifestSignature(const Manifest& m, const crypto::CryptConfig& crypt) {
   if (!m.encrypted) return Status::Ok();
   if (m.key_fingerprint != crypt.fingerprint()) {
-    return FailedPreconditionError(fmt::format(
+    return UnauthenticatedError(fmt::format(
         "snapshot {}/{}/{} was made with another key (fingerprint {}...), not the one given ({})",
         m.type, m.id, m.time, crypto::DigestHex(m.key_fingerprint).substr(0, 16),
         crypt.FingerprintText()));
@@ -216,7 +216,7 @@ Result<Bytes> EncodeManifest(const Manifest& m, const crypto::CryptConfig* crypt
 Result<Manifest> DecodeManifest(ByteSpan stored) {
   auto json_bytes = blob::Decode(stored);
   if (!json_bytes.ok()) {
-    if (json_bytes.status().code() == StatusCode::kFailedPrecondition) {
+    if (json_bytes.status().code() == StatusCode::kUnauthenticated) {
       return DataLossError("manifest blob is encrypted; manifests never are");
     }
     return json_bytes.status();

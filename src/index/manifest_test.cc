@@ -287,11 +287,11 @@ TEST(ManifestSignatureTest, SignedManifestRoundTripsAndChecks) {
   CAIRN_EXPECT_OK(CheckManifestSignature(*plain, *key));
 }
 
-TEST(ManifestSignatureTest, AnotherKeyIsFailedPrecondition) {
+TEST(ManifestSignatureTest, AnotherKeyIsUnauthenticated) {
   auto m = ManifestFromJson(ManifestToJson(Sample(), ManifestKey(1).get()));
   CAIRN_ASSERT_OK(m);
   Status s = CheckManifestSignature(*m, *ManifestKey(2));
-  EXPECT_EQ(CodeOf(s), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CodeOf(s), StatusCode::kUnauthenticated);
   EXPECT_NE(s.message().find("another key"), std::string_view::npos) << s.ToString();
 }
 
@@ -318,7 +318,7 @@ TEST(ManifestSignatureTest, EveryChangeWithoutTheKeyIsDetected) {
   other["crypt"]["key_fingerprint"] = crypto::DigestHex(ManifestKey(3)->fingerprint());
   auto m = ManifestFromJson(other.dump());
   CAIRN_ASSERT_OK(m);
-  EXPECT_EQ(CodeOf(CheckManifestSignature(*m, *key)), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CodeOf(CheckManifestSignature(*m, *key)), StatusCode::kUnauthenticated);
   // Malformed crypt sections are DataLoss when parsing.
   for (auto edit : std::vector<std::function<void(json&)>>{
            [](json& x) { x.erase("signature"); },

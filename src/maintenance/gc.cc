@@ -195,7 +195,7 @@ class GcRun {
     auto lock = env_.TryLock(JoinPath(gc_dir, kLockFile), /*exclusive=*/true);
     if (!lock.ok()) {
       if (lock.status().code() == StatusCode::kUnavailable) {
-        return UnavailableError(
+        return AbortedError(
             fmt::format("another gc is running on datastore {}; try again when it has finished",
                         store_.path()));
       }
@@ -311,7 +311,7 @@ class GcRun {
       auto lock = store_.LockChunkRemoval(int64_t{30} * 1000000000);
       if (lock.ok()) {
         barrier = std::move(*lock);
-      } else if (lock.status().code() != StatusCode::kUnavailable) {
+      } else if (lock.status().code() != StatusCode::kAborted) {
         return lock.status();
       }
     }

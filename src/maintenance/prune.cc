@@ -318,7 +318,7 @@ Status PruneUnfinished(const Datastore& store, const GroupRef& group, bool dry_r
   if (candidates.empty()) return Status::Ok();
   auto lock = store.LockGroup(group);
   if (!lock.ok()) {
-    if (lock.status().code() != StatusCode::kUnavailable) return lock.status();
+    if (lock.status().code() != StatusCode::kAborted) return lock.status();
     for (const auto& name : candidates) {
       out->unfinished.push_back(
           {name, PruneOutcome::kInUse, "a backup of the group is running; left alone"});
@@ -372,7 +372,7 @@ Result<GroupPruneReport> PruneGroup(const Datastore& store, const GroupRef& grou
             p.is_protected = true;
             p.reason = KeepReason::kProtected;
             break;
-          case StatusCode::kUnavailable:
+          case StatusCode::kAborted:  // locked by a restore or a backup
             p.outcome = PruneOutcome::kInUse;
             p.detail = std::string(s.message());
             break;

@@ -348,7 +348,7 @@ TEST_F(PruneStoreTest, ForgetRefusesSnapshotInUse) {
   {
     auto reader = store_->LockSnapshotShared(a);  // as a restore holds it
     CAIRN_ASSERT_OK(reader);
-    EXPECT_EQ(CodeOf(ForgetSnapshot(*store_, a)), StatusCode::kUnavailable);
+    EXPECT_EQ(CodeOf(ForgetSnapshot(*store_, a)), StatusCode::kAborted);
     EXPECT_EQ(Listed(vm100_).size(), 1u);
   }
   CAIRN_ASSERT_OK(ForgetSnapshot(*store_, a));

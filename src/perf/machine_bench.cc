@@ -507,7 +507,7 @@ Result<std::optional<const crypto::CryptConfig*>> KeyFor(const datastore::Datast
                                                          const index::Manifest& manifest) {
   auto crypt = store.CryptFor(manifest);
   if (crypt.ok()) return std::optional<const crypto::CryptConfig*>(*crypt);
-  if (crypt.status().code() == StatusCode::kFailedPrecondition) {
+  if (crypt.status().code() == StatusCode::kUnauthenticated) {
     return std::optional<const crypto::CryptConfig*>();
   }
   return crypt.status();

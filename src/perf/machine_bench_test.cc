@@ -91,7 +91,7 @@ TEST(MachineBenchDataTest, EncryptedChunksDecodeOnlyWithTheirKey) {
     ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
     EXPECT_TRUE(*decoded == data->chunks[i]);
     EXPECT_EQ(blob::DecodeChunk(data->enc_stored[i], data->enc_ids[i]).status().code(),
-              StatusCode::kFailedPrecondition);  // no key
+              StatusCode::kUnauthenticated);  // no key
     stored += data->enc_stored[i].size();
   }
   EXPECT_EQ(data->enc_stored_bytes, stored);

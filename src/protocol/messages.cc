@@ -26,6 +26,9 @@ int HttpStatusFor(const Status& s) {
     case StatusCode::kAlreadyExists: return 409;
     case StatusCode::kFailedPrecondition: return 409;
     case StatusCode::kUnavailable: return 503;
+    // Locked by another operation (a running backup of the group, a gc).
+    case StatusCode::kAborted: return 423;
+    case StatusCode::kUnauthenticated: return 401;
     case StatusCode::kResourceExhausted: return 507;
     default: return 500;
   }
@@ -44,10 +47,11 @@ std::string ErrorMessageOf(ByteSpan body) {
 Status StatusForHttp(int http_status, std::string message) {
   switch (http_status) {
     case 400: return InvalidArgumentError(std::move(message));
-    case 401:
+    case 401: return UnauthenticatedError(std::move(message));
     case 403: return PermissionDeniedError(std::move(message));
     case 404: return NotFoundError(std::move(message));
     case 409: return FailedPreconditionError(std::move(message));
+    case 423: return AbortedError(std::move(message));  // locked by another operation
     case 429:  // too many requests of this token at once: retried
     case 503: return UnavailableError(std::move(message));
     default:

@@ -17,15 +17,17 @@ namespace cairn::protocol {
 
 // --- errors --------------------------------------------------------------
 
-// The answer's status for a Status of the server's code.
+// The answer's status for a Status of the server's code (Aborted, locked
+// by another operation: 423; Unauthenticated: 401; ResourceExhausted: 507).
 int HttpStatusFor(const Status& s);
 // `{"error": message}` (bytes that are not UTF-8 replaced).
 std::string ErrorBody(std::string_view message);
 // The message of an error answer: its "error" string, else the first 200
 // bytes of the body.
 std::string ErrorMessageOf(ByteSpan body);
-// The client's Status for an error answer: 400 InvalidArgument, 401/403
-// PermissionDenied, 404 NotFound, 409 FailedPrecondition, 429/503
+// The client's Status for an error answer: 400 InvalidArgument, 401
+// Unauthenticated, 403 PermissionDenied, 404 NotFound, 409
+// FailedPrecondition, 423 Aborted (locked by another operation), 429/503
 // Unavailable (retried), other 5xx Internal, the rest Unknown.
 Status StatusForHttp(int http_status, std::string message);
 // Whether a client retries a request answered with `http_status`.

@@ -99,6 +99,7 @@ Result<uint64_t> SpeedTestDownload(RemoteClient& client, uint64_t bytes, ReadBuf
     Bytes text(64 << 10);
     size_t got = 0;
     CAIRN_RETURN_IF_ERROR(connection->ReadBody(text.data(), text.size(), &got));
+    client.ChargeDownload(got);
     text.resize(got);
     response.body = std::move(text);
     return client.ErrorFor(response, "GET", path);
@@ -109,6 +110,7 @@ Result<uint64_t> SpeedTestDownload(RemoteClient& client, uint64_t bytes, ReadBuf
   for (;;) {
     size_t got = 0;
     CAIRN_RETURN_IF_ERROR(connection->ReadBody(scratch->data(), scratch->size(), &got));
+    client.ChargeDownload(got);
     if (got == 0) break;
     total += got;
   }

@@ -201,6 +201,10 @@ Status RemoteChunkSource::FetchBatch(std::unique_ptr<net::HttpConnection>* conne
     *connection = std::move(*c);
   }
   net::HttpConnection& conn = **connection;
+  // The run's bandwidth limits (--limit-upload/--limit-download): the
+  // request body before it goes, every body byte as it arrives, as
+  // RemoteClient::Call charges its own.
+  client_->ChargeUpload(body);
   const ByteSpan pieces[] = {body};
   auto response = conn.Send("POST", path, pieces);
   if (!response.ok()) {
@@ -211,6 +215,7 @@ Status RemoteChunkSource::FetchBatch(std::unique_ptr<net::HttpConnection>* conne
     Bytes text(kMaxErrorBody);
     size_t got = 0;
     Status read = conn.ReadBody(text.data(), text.size(), &got);
+    client_->ChargeDownload(got);
     text.resize(got);
     response->body = std::move(text);
     if (!read.ok() || !conn.open()) connection->reset();
@@ -243,6 +248,7 @@ Status RemoteChunkSource::FetchBatch(std::unique_ptr<net::HttpConnection>* conne
   for (MutableByteSpan want = parser.Want(); !want.empty(); want = parser.Want()) {
     size_t got = 0;
     s = conn.ReadBody(want.data(), want.size(), &got);
+    client_->ChargeDownload(got);
     if (!s.ok() || got == 0) break;
     s = parser.Got(got);
     if (!s.ok()) break;
@@ -252,6 +258,7 @@ Status RemoteChunkSource::FetchBatch(std::unique_ptr<net::HttpConnection>* conne
     uint8_t extra = 0;
     size_t got = 0;
     s = conn.ReadBody(&extra, 1, &got);
+    client_->ChargeDownload(got);
     if (s.ok() && got > 0) s = DataLossError("sent bytes after the last frame");
   }
   if (s.ok()) s = parser.Finish();

@@ -114,7 +114,8 @@ Result<std::string> LookupTrustedFingerprint(const std::string& path, const std:
   return std::string();
 }
 
-RemoteClient::RemoteClient(RemoteUrl url, Credentials credentials) : url_(std::move(url)) {
+RemoteClient::RemoteClient(RemoteUrl url, Credentials credentials, TransferLimits limits)
+    : url_(std::move(url)), limits_(std::move(limits)) {
   options_.host = url_.host;
   options_.port = url_.port;
   options_.fingerprint = credentials.fingerprint;
@@ -122,6 +123,14 @@ RemoteClient::RemoteClient(RemoteUrl url, Credentials credentials) : url_(std::m
 }
 
 RemoteClient::~RemoteClient() = default;
+
+void RemoteClient::ChargeUpload(ByteSpan body) const {
+  if (limits_.upload) limits_.upload->Acquire(body.size());
+}
+
+void RemoteClient::ChargeDownload(size_t bytes) const {
+  if (limits_.download) limits_.download->Acquire(bytes);
+}
 
 std::string RemoteClient::StorePath(std::string_view suffix) const {
   return protocol::StorePath(url_.store, suffix);
@@ -165,7 +174,9 @@ Result<net::HttpResponse> RemoteClient::CallRaw(std::string_view method, const s
       last = c.status();
       continue;
     }
+    ChargeUpload(body);
     auto response = (*c)->Request(method, path, body);
+    if (response.ok()) ChargeDownload(response->body.size());
     if (!response.ok()) {
       last = response.status();
       if (!Retryable(last)) return last;
@@ -198,8 +209,10 @@ Status RemoteClient::CallStreaming(std::string_view method, const std::string& p
       continue;
     }
     bool delivered = false;
+    ChargeUpload(body);
     auto response = (*c)->RequestStreaming(method, path, body, [&](ByteSpan piece) -> Status {
       delivered = true;
+      ChargeDownload(piece.size());
       return on_data(piece);
     });
     if (!response.ok()) {

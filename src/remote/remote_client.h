@@ -5,9 +5,10 @@
 // A call that fails in transport (net::HttpConnection's Unavailable) is
 // retried on a fresh connection with backoff (0.1 s, 0.4 s, 1.6 s); an HTTP
 // error answer is never retried except 503 and 429 (the token has too many
-// requests in progress). HTTP errors map to Status codes (401/403
-// PermissionDenied, 404 NotFound, 400 InvalidArgument, 429 and 5xx
-// Unavailable) with the server's message and the URL.
+// requests in progress). HTTP errors map to Status codes (401
+// Unauthenticated, 403 PermissionDenied, 404 NotFound, 400 InvalidArgument,
+// 423 Aborted (locked by another operation), 429 and 5xx Unavailable) with
+// the server's message and the URL.
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "base/bytes.h"
+#include "base/rate_limiter.h"
 #include "base/status.h"
 #include "net/http_client.h"
 #include "protocol/routes.h"
@@ -52,9 +54,19 @@ std::string TrustedServersPath();
 Result<std::string> LookupTrustedFingerprint(const std::string& path, const std::string& host,
                                              uint16_t port);
 
+// Bandwidth caps shared by every connection of a run (and by every client
+// given the same limiters): request bodies are charged to `upload` before
+// they are sent, response bodies to `download` as they arrive. Null: no
+// limit. Headers and TLS framing (a few hundred bytes a request) are not
+// counted.
+struct TransferLimits {
+  std::shared_ptr<RateLimiter> upload;
+  std::shared_ptr<RateLimiter> download;
+};
+
 class RemoteClient {
  public:
-  RemoteClient(RemoteUrl url, Credentials credentials);
+  RemoteClient(RemoteUrl url, Credentials credentials, TransferLimits limits = {});
   ~RemoteClient();
 
   const RemoteUrl& url() const { return url_; }
@@ -89,10 +101,18 @@ class RemoteClient {
   Status ErrorFor(const net::HttpResponse& response, std::string_view method,
                   std::string_view path) const;
 
+  // Charges bytes to the run's limits (TransferLimits; waits while over
+  // them). Call and CallStreaming charge their own bodies; a caller that
+  // runs a request on an Acquire()d connection charges what it sends and
+  // receives itself (the chunk source, the speed test).
+  void ChargeUpload(ByteSpan body) const;
+  void ChargeDownload(size_t bytes) const;
+
  private:
 
   RemoteUrl url_;
   net::ClientOptions options_;
+  TransferLimits limits_;
   std::mutex mu_;
   std::vector<std::unique_ptr<net::HttpConnection>> idle_;
 };

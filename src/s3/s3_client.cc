@@ -54,12 +54,14 @@ struct PendingCall {
   curl_slist* header_list = nullptr;
   S3Response response;
   char error[CURL_ERROR_SIZE] = {};
+  RateLimiter* download_limit = nullptr;  // the client's, or null
 };
 
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* call = static_cast<PendingCall*>(user);
   call->response.body.insert(call->response.body.end(), reinterpret_cast<uint8_t*>(data),
                              reinterpret_cast<uint8_t*>(data) + size * n);
+  if (call->download_limit != nullptr) call->download_limit->Acquire(size * n);
   return size * n;
 }
 
@@ -182,6 +184,8 @@ class S3Client::Impl {
     // Hashing happens here, on the submitting thread, not on the I/O thread.
     call->payload_hash = request.sign_payload ? Sha256Hex(request.body) : std::string(kUnsignedPayload);
     if (!request.body.empty() || request.method == "POST") call->content_md5 = ContentMd5(request.body);
+    if (config_.upload_limit) config_.upload_limit->Acquire(request.body.size());
+    call->download_limit = config_.download_limit.get();
     call->request = std::move(request);
     call->done = std::move(done);
     call->started = Clock::now();

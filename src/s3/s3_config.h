@@ -19,11 +19,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/env.h"
+#include "base/rate_limiter.h"
 #include "base/status.h"
 #include "s3/sigv4.h"
 
@@ -60,6 +62,14 @@ struct S3Config {
   // https: check the server's certificate (system CAs, or ca_file).
   bool verify_tls = true;
   std::string ca_file;
+  // Bandwidth caps (--limit-upload, --limit-download), shared by every
+  // request of the client and by anything else given the same limiters.
+  // Request bodies are charged on the submitting thread before they are
+  // queued (a retry is not charged again); response bodies on the I/O
+  // thread as they arrive, which holds every transfer of the client back
+  // together. Null: no limit.
+  std::shared_ptr<RateLimiter> upload_limit;
+  std::shared_ptr<RateLimiter> download_limit;
 };
 
 // An endpoint URL split up. `host` keeps an explicit port ("h:7480").

@@ -331,6 +331,13 @@ Result<S3Datastore> OpenS3Datastore(std::unique_ptr<Env> base, const S3Location&
           location.Display(), datastore::kDatastoreMarker, location.config.endpoint,
           location.Display(), location.config.endpoint));
     }
+    // A missing bucket answers NoSuchBucket (FailedPrecondition): for the
+    // user, as for a missing directory, the datastore does not exist.
+    if (marker.status().code() == StatusCode::kFailedPrecondition &&
+        client->HeadBucket().code() == StatusCode::kFailedPrecondition) {
+      return NotFoundError(fmt::format("datastore {} does not exist: {}", location.Display(),
+                                       marker.status().message()));
+    }
     return marker.status();
   }
   const std::string cache = CacheDirFor(cache_root, location);

@@ -217,7 +217,7 @@ TEST_F(BackupSessionTest, AnIdleSessionIsAbortedAndUnlocksItsGroup) {
   EXPECT_TRUE(env_->Stat(store_->SnapshotDir({group_, kT0})).ok());
   // The group is locked while the session is open.
   EXPECT_EQ(CodeOf(r.Begin("bk", "main", *store_, {group_, kT0 + 1}, true)),
-            StatusCode::kUnavailable);
+            StatusCode::kAborted);
   // The reaper takes the session out of the registry, then (outside the
   // registry's lock) drops it, which removes the unfinished snapshot: wait
   // for both.
@@ -234,7 +234,7 @@ TEST_F(BackupSessionTest, AnIdleSessionIsAbortedAndUnlocksItsGroup) {
   Status backup;
   for (int i = 0; i < 200; ++i) {
     backup = BackUp(r, {group_, kT0 + 1}, {a}, {a.id});
-    if (backup.code() != StatusCode::kUnavailable) break;
+    if (backup.code() != StatusCode::kAborted) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   CAIRN_ASSERT_OK(backup);

@@ -93,8 +93,10 @@ struct Entry {
 };
 
 // What identifies one version of the file; a rename gives a new inode, an
-// edit in place a new mtime or size, a chmod a new ctime (a file that turns
-// group-readable is refused at once, not at its next edit).
+// edit in place a new mtime or size, a chmod a new mode (a file that turns
+// group-readable is refused at once, not at its next edit). Times alone are
+// not enough: the kernel's clock for them ticks every few milliseconds, so a
+// chmod right after a write can leave ctime unchanged.
 struct FileStamp {
   bool exists = false;
   dev_t dev = 0;
@@ -102,12 +104,14 @@ struct FileStamp {
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
   off_t size = 0;
+  mode_t mode = 0;
   bool operator==(const FileStamp&) const = default;
 };
 
 FileStamp StampOf(const struct stat& st) {
   auto ns = [](const timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; };
-  return FileStamp{true, st.st_dev, st.st_ino, ns(st.st_mtim), ns(st.st_ctim), st.st_size};
+  return FileStamp{true, st.st_dev, st.st_ino, ns(st.st_mtim), ns(st.st_ctim), st.st_size,
+                   st.st_mode};
 }
 
 Result<FileStamp> StatFile(const std::string& path) {

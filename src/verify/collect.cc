@@ -51,7 +51,7 @@ void CollectSnapshot(const datastore::Datastore& store, size_t snap_idx,
       auto data = store.ReadBlobArchive(snap, entry, crypt.key);
       // Keyless, the checksum against the manifest is all that can be checked.
       bool keyless_ok = crypt.keyless && !data.ok() &&
-                        data.status().code() == StatusCode::kFailedPrecondition;
+                        data.status().code() == StatusCode::kUnauthenticated;
       if (!data.ok() && !keyless_ok) {
         result.ok = false;
         ++result.errors;

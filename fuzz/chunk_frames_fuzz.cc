@@ -1,5 +1,5 @@
 // Fuzz target for the client's parser of a batched chunk download answer
-// (remote::ChunkFrameParser, docs/SERVER.md "Batched chunk download"): the
+// (protocol::ChunkFrameParser, docs/FORMAT.md "Wire frames"): the
 // bytes come from a server, which the client does not trust.
 //
 // Input: byte 0 picks how many digests were asked (0 to 4), then their 32
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "remote/chunk_frames.h"
+#include "protocol/chunk_frames.h"
 
 #define FUZZ_CHECK(cond)                                                     \
   do {                                                                       \
@@ -47,20 +47,24 @@ struct Outcome {
   bool operator==(const Outcome&) const = default;
 };
 
-Outcome Parse(const std::vector<cairn::crypto::Digest>& asked, ByteSpan stream, uint32_t seed) {
+// `direct`: the bytes are written where Want() says and taken by Got(), as
+// the client's transport does (decrypting into the reader's buffer); else
+// copied in by Feed(). Both must give the same outcome.
+Outcome Parse(const std::vector<cairn::crypto::Digest>& asked, ByteSpan stream, uint32_t seed,
+              bool direct) {
   Outcome out;
   // Good chunks of even-numbered reads land in "reader buffers", as
   // ReadInto's do; the rest in the parser's own.
-  std::vector<Bytes> readers(asked.size(), Bytes(3, 0xee));
-  cairn::remote::ChunkFrameParser parser(
+  std::vector<cairn::ReadBuffer> readers(asked.size());
+  cairn::protocol::ChunkFrameParser parser(
       asked,
-      [&](size_t index, uint8_t status, Bytes& payload) {
+      [&](size_t index, uint8_t status, cairn::ReadBuffer& payload) {
         FUZZ_CHECK(index < asked.size());
         FUZZ_CHECK(payload.size() <= kMaxPayload);
         if (index % 2 == 0 && status == 0) FUZZ_CHECK(&payload == &readers[index]);
-        out.frames.push_back({index, status, payload});
+        out.frames.push_back({index, status, Bytes(payload.begin(), payload.end())});
       },
-      [&](size_t index, uint8_t status) -> Bytes* {
+      [&](size_t index, uint8_t status) -> cairn::ReadBuffer* {
         FUZZ_CHECK(index < asked.size());
         return index % 2 == 0 && status == 0 ? &readers[index] : nullptr;
       },
@@ -76,8 +80,23 @@ Outcome Parse(const std::vector<cairn::crypto::Digest>& asked, ByteSpan stream, 
       n = x % 50;  // empty pieces too
     }
     n = std::min(n, stream.size() - off);
-    cairn::Status s = parser.Feed(stream.subspan(off, n));
-    off += n;
+    cairn::Status s;
+    if (!direct) {
+      s = parser.Feed(stream.subspan(off, n));
+      off += n;
+    } else {
+      // As much of the piece as the parser wants where it wants it.
+      cairn::MutableByteSpan want = parser.Want();
+      if (want.empty() && n > 0) {
+        s = parser.Feed(stream.subspan(off, n));  // the error Feed gives for bytes past the end
+        off += n;
+      } else {
+        n = std::min(n, want.size());
+        std::memcpy(want.data(), stream.data() + off, n);
+        s = parser.Got(n);
+        off += n;
+      }
+    }
     if (!s.ok()) {
       FUZZ_CHECK(s.code() == cairn::StatusCode::kDataLoss);
       out.feed = s.code();
@@ -112,8 +131,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < k; ++i) std::memcpy(asked[i].data(), data + 1 + 32 * i, 32);
   uint8_t seed = data[1 + 32 * k];
   ByteSpan stream(data + 2 + 32 * k, size - 2 - 32 * k);
-  Outcome whole = Parse(asked, stream, 0);
-  Outcome pieces = Parse(asked, stream, seed | 1u);
+  Outcome whole = Parse(asked, stream, 0, false);
+  Outcome pieces = Parse(asked, stream, seed | 1u, false);
+  Outcome direct = Parse(asked, stream, seed | 1u, true);
   FUZZ_CHECK(whole == pieces);
+  FUZZ_CHECK(whole == direct);
   return 0;
 }

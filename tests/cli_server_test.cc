@@ -5,7 +5,8 @@
 //
 // What must hold (docs/SERVER.md):
 //   - a remote restore (one archive, and --all) is byte-identical to the
-//     source, and so are ls and cat of a tree archive;
+//     source, and so are ls and cat of a tree archive; its --json reports
+//     the connections used;
 //   - remote verify finds a chunk corrupted on the server (exit 3), naming
 //     it, and does not move anything on the server;
 //   - a server whose fingerprint the client was not given is refused, with
@@ -39,11 +40,18 @@ TEST_F(ServerTest, RestoreOfAnImageIsByteIdentical) {
   RunResult r = Remote("restore", {Snap("vm/100", 1), "disk0.img", out}, reader_);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(CompareFiles(image_, out), "");
-  // Again from the warm mirror, the latest snapshot.
+  // Again from the warm mirror, the latest snapshot; the report says how
+  // many connections carried the chunks (they follow the reads in flight).
   std::string out2 = Path("restored2.img");
-  r = Remote("restore", {"vm/100/latest", "disk0.img", out2}, reader_);
+  r = Remote("restore", {"vm/100/latest", "disk0.img", out2, "--json"}, reader_);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(CompareFiles(image_, out2), "");
+  nlohmann::json j = ParseJson(r.out);
+  ASSERT_TRUE(j.contains("connections")) << r.out;
+  EXPECT_GE(j["connections"]["max"].get<int>(), 1) << r.out;
+  EXPECT_GE(j["connections"]["final"].get<int>(), 1) << r.out;
+  EXPECT_LE(j["connections"]["max"].get<int>(), j["connections"]["cap"].get<int>()) << r.out;
+  EXPECT_GT(j["connections"]["mean"].get<double>(), 0.0) << r.out;
 }
 
 TEST_F(ServerTest, RestoreAllAndTreeReadsAreByteIdentical) {

@@ -31,7 +31,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/server/read_grants_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/scrub_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/audit_log_test.cc
-  ${PROJECT_SOURCE_DIR}/src/remote/chunk_frames_test.cc
+  ${PROJECT_SOURCE_DIR}/src/protocol/chunk_frames_test.cc
   ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/rate_limiter_test.cc
@@ -46,6 +46,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
 # Every other unit test (single-threaded code: formats, codecs, parsers).
 set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/base/bytes_test.cc
+  ${PROJECT_SOURCE_DIR}/src/net/http_body_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/fault_injection_env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/power_loss_env_test.cc
@@ -75,6 +76,7 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/cli/client_config_test.cc
   ${PROJECT_SOURCE_DIR}/src/maintenance/power_loss_test.cc
   ${PROJECT_SOURCE_DIR}/src/maintenance/io_error_test.cc
+  ${PROJECT_SOURCE_DIR}/src/protocol/messages_test.cc
 )
 if(CAIRN_TESTS STREQUAL "concurrency")
   add_executable(cairn_unit_tests ${CAIRN_CONCURRENCY_TEST_SOURCES})
@@ -85,7 +87,7 @@ endif()
 # Tests include "tests/unit_test_util.h".
 target_include_directories(cairn_unit_tests PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(cairn_unit_tests PRIVATE
-  cairn_backup cairn_restore cairn_access cairn_mount cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote cairn_s3 cairn_s3store GTest::gtest_main GTest::gmock)
+  cairn_backup cairn_restore cairn_access cairn_mount cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote cairn_protocol cairn_s3 cairn_s3store GTest::gtest_main GTest::gmock)
 if(CAIRN_PCH)
   target_precompile_headers(cairn_unit_tests PRIVATE <gtest/gtest.h> <gmock/gmock.h>
     <nlohmann/json.hpp> <fmt/format.h>)

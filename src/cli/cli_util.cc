@@ -14,6 +14,7 @@
 
 #include "cli/progress_bar.h"
 #include "net/tls.h"
+#include "remote/remote_api.h"
 #include "remote/remote_repo.h"
 #include "store/injecting_source.h"
 
@@ -156,14 +157,7 @@ Result<nlohmann::json> CallStore(Context& ctx, std::string_view method, const st
   CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));
   CAIRN_ASSIGN_OR_RETURN(ServerTarget target, ServerTargetFor(ctx));
   remote::RemoteClient client(target.url, target.credentials, ctx.limits);
-  const std::string path = client.StorePath("/" + suffix);
-  CAIRN_ASSIGN_OR_RETURN(Bytes answer, client.Call(method, path, body));
-  auto j = nlohmann::json::parse(AsStringView(answer), nullptr, false);
-  if (!j.is_object()) {
-    return DataLossError(fmt::format("server {}: the answer to {} {} is not a JSON object",
-                                     target.url.ToString(), method, path));
-  }
-  return j;
+  return remote::CallStoreJson(client, method, suffix, body);
 }
 
 void AddRepoOptions(CLI::App* cmd, Context& ctx) {

@@ -17,6 +17,7 @@
 #include "cli/cli_util.h"
 #include "cli/key_options.h"
 #include "perf/machine_bench.h"
+#include "remote/remote_api.h"
 #include "remote/remote_client.h"
 
 namespace cairn::cli {
@@ -43,26 +44,20 @@ Status AddServerRows(const ServerTarget& target, perf::MachineBenchOptions* opti
   }
   auto connect = [target]() -> Result<std::shared_ptr<remote::RemoteClient>> {
     auto client = std::make_shared<remote::RemoteClient>(target.url, target.credentials);
-    CAIRN_RETURN_IF_ERROR(client->Call("GET", "/api/v1/version").status());
+    CAIRN_RETURN_IF_ERROR(client->Check());
     return client;
   };
   options->tls_upload = [connect, buffer](int) -> Result<perf::WorkFn> {
     CAIRN_ASSIGN_OR_RETURN(auto client, connect());
     return perf::WorkFn([client, buffer]() -> Result<uint64_t> {
-      CAIRN_RETURN_IF_ERROR(client->Call("POST", "/api/v1/speedtest", *buffer).status());
-      return buffer->size();
+      return remote::SpeedTestUpload(*client, *buffer);
     });
   };
   options->tls_download = [connect](int) -> Result<perf::WorkFn> {
     CAIRN_ASSIGN_OR_RETURN(auto client, connect());
-    return perf::WorkFn([client]() -> Result<uint64_t> {
-      CAIRN_ASSIGN_OR_RETURN(
-          Bytes body, client->Call("GET", fmt::format("/api/v1/speedtest?bytes={}", kBuffer)));
-      if (body.size() != kBuffer) {
-        return DataLossError(
-            fmt::format("speedtest: {} bytes instead of {}", body.size(), kBuffer));
-      }
-      return body.size();
+    auto scratch = std::make_shared<ReadBuffer>();
+    return perf::WorkFn([client, scratch]() -> Result<uint64_t> {
+      return remote::SpeedTestDownload(*client, kBuffer, scratch.get());
     });
   };
   return Status::Ok();

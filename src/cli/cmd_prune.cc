@@ -15,6 +15,7 @@
 
 #include "cli/cli_util.h"
 #include "maintenance/prune.h"
+#include "remote/remote_api.h"
 #include "remote/remote_client.h"
 
 namespace cairn::cli {
@@ -109,20 +110,22 @@ void PrintPrune(Context& ctx, const json& r) {
 
 // POST …/prune: the server prunes its datastore with the same options.
 Result<json> PruneOnServer(Context& ctx, const PruneArgs& args) {
+  CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(ctx.ns));
+  CAIRN_ASSIGN_OR_RETURN(ServerTarget target, ServerTargetFor(ctx));
+  remote::RemoteClient client(target.url, target.credentials);
   const maintenance::KeepOptions& k = args.options.keep;
-  json body = {{"ns", ctx.ns},
-               {"group", args.group},
-               {"keep",
-                {{"last", k.last},
-                 {"hourly", k.hourly},
-                 {"daily", k.daily},
-                 {"weekly", k.weekly},
-                 {"monthly", k.monthly},
-                 {"yearly", k.yearly},
-                 {"utc", k.utc}}},
-               {"dry_run", args.options.dry_run}};
-  std::string text = body.dump();
-  return CallStore(ctx, "POST", "prune", AsBytes(text));
+  protocol::PruneRequest request;
+  request.ns = ctx.ns;
+  request.group = args.group;
+  request.last = k.last;
+  request.hourly = k.hourly;
+  request.daily = k.daily;
+  request.weekly = k.weekly;
+  request.monthly = k.monthly;
+  request.yearly = k.yearly;
+  request.utc = k.utc;
+  request.dry_run = args.options.dry_run;
+  return remote::PruneOnServer(client, request);
 }
 
 Result<json> PruneLocal(Context& ctx, const PruneArgs& args) {

@@ -128,7 +128,14 @@ nlohmann::json ArchiveJson(const restore::ArchiveResult& a) {
           {"zero_chunks", s.zero_chunks}};
 }
 
-void PrintJsonReport(const restore::RestoreReport& report, const restore::RestoreRequest& request) {
+// A server's chunk source: how many TLS connections carried the chunks
+// (they follow the reads in flight that the controller picks, up to a cap).
+nlohmann::json ConnectionsJson(const store::ConnectionSummary& c) {
+  return {{"final", c.final_count}, {"max", c.max_count}, {"mean", c.mean_count}, {"cap", c.cap}};
+}
+
+void PrintJsonReport(const restore::RestoreReport& report, const restore::RestoreRequest& request,
+                     const store::ConnectionSummary& connections) {
   restore::ImageRestoreStats total;
   nlohmann::json archives = nlohmann::json::array();
   const restore::ImageRestoreStats* pipeline = nullptr;
@@ -171,6 +178,7 @@ void PrintJsonReport(const restore::RestoreReport& report, const restore::Restor
     j["archive"] = report.archives[0].archive;
     j["target"] = report.archives[0].target;
   }
+  if (connections.cap > 0) j["connections"] = ConnectionsJson(connections);
   if (request.rehearse) j["predicted_seconds"] = report.seconds;
   PrintJson(j);
 }
@@ -198,7 +206,8 @@ void PrintTree(FILE* out, const restore::ArchiveResult& a, const restore::Restor
 }
 
 void PrintHuman(FILE* out, const restore::RestoreReport& report,
-                const restore::RestoreRequest& request) {
+                const restore::RestoreRequest& request,
+                const store::ConnectionSummary& connections) {
   for (const auto& a : report.archives) {
     if (a.kind == index::ArchiveKind::kTree) {
       PrintTree(out, a, request);
@@ -218,6 +227,11 @@ void PrintHuman(FILE* out, const restore::RestoreReport& report,
                  request.rehearse ? "rehearsed" : "restored", a.archive, HumanBytes(s.fetched_bytes),
                  s.chunks_fetched, skipped, HumanBytes(s.written_bytes), s.jobs_final, s.jobs_max,
                  request.jobs == 0 ? "auto" : "fixed");
+      if (connections.cap > 0) {
+        fmt::print(out, "connections to the server: {} (max {}, mean {:.1f}, cap {})\n",
+                   connections.final_count, connections.max_count, connections.mean_count,
+                   connections.cap);
+      }
     }
     if (request.rehearse) {
       fmt::print(out,
@@ -323,7 +337,8 @@ void Run(Context& ctx, const RestoreArgs& args) {
         report->snapshot.ToString());
   }
   bool to_stdout = request.target == "-" && !request.rehearse;
-  if (ctx.json && !to_stdout) return PrintJsonReport(*report, request);
+  const store::ConnectionSummary connections = request.source->Connections();
+  if (ctx.json && !to_stdout) return PrintJsonReport(*report, request, connections);
   if (ctx.quiet) {  // the warnings only
     for (const auto& a : report->archives) {
       for (const std::string& w : a.tree.warnings) fmt::print(stderr, "cairn: warning: {}\n", w);
@@ -331,7 +346,7 @@ void Run(Context& ctx, const RestoreArgs& args) {
     return;
   }
   // With the data on stdout, the summary goes to stderr.
-  PrintHuman(to_stdout ? stderr : stdout, *report, request);
+  PrintHuman(to_stdout ? stderr : stdout, *report, request, connections);
 }
 
 }  // namespace

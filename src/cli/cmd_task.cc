@@ -10,76 +10,24 @@
 #include <fmt/format.h>
 
 #include "cli/progress_bar.h"
-#include "net/http_client.h"
-#include "net/tls.h"
+#include "remote/remote_api.h"
 #include "pipeline/progress.h"
 
 namespace cairn::cli {
 
 using nlohmann::json;
 
-// RemoteClient::Call turns a 409 into an error and drops its body, which
-// holds the running task's id; so this one request goes over a connection
-// of its own.
 Result<std::string> StartServerTask(const ServerTarget& target, std::string_view kind,
                                     const json& options, bool* already_running) {
-  *already_running = false;
-  net::ClientOptions o;
-  o.host = target.url.host;
-  o.port = target.url.port;
-  o.fingerprint = target.credentials.fingerprint;
-  if (!target.credentials.token.empty()) o.authorization = "Bearer " + target.credentials.token;
-  CAIRN_ASSIGN_OR_RETURN(auto connection, net::HttpConnection::Connect(o));
-  const std::string path =
-      "/api/v1/stores/" + net::UrlEncode(target.url.store) + "/" + std::string(kind);
-  const std::string body = options.dump();
-  CAIRN_ASSIGN_OR_RETURN(net::HttpResponse response,
-                         connection->Request("POST", path, AsBytes(body), "application/json"));
-  json answer = json::parse(AsStringView(response.body), nullptr, false);
-  const bool has_task = answer.is_object() && answer.contains("task") && answer["task"].is_string();
-  if ((response.status == 202 || response.status == 409) && has_task) {
-    const std::string id = answer["task"].get<std::string>();
-    const std::string running = answer.value("kind", std::string(kind));
-    if (response.status == 409 && running != kind) {
-      return FailedPreconditionError(fmt::format(
-          "server {}: a {} task ({}) runs on the datastore, and the server runs one task per "
-          "datastore at a time; wait for it (cairn task show --follow {}) and try again",
-          target.url.ToString(), running, id, id));
-    }
-    *already_running = response.status == 409;
-    return id;
-  }
-  std::string message = answer.is_object() && answer.contains("error") && answer["error"].is_string()
-                            ? answer["error"].get<std::string>()
-                            : std::string(AsStringView(response.body).substr(0, 200));
-  std::string text = fmt::format("server {} answered POST {} with {}: {}", target.url.ToString(),
-                                 path, response.status, message);
-  switch (response.status) {
-    case 400: return InvalidArgumentError(text);
-    case 401: return UnauthenticatedError(text);
-    case 403: return PermissionDeniedError(text);
-    case 404: return NotFoundError(text);
-    default: return response.status >= 500 ? UnavailableError(text) : UnknownError(text);
-  }
+  remote::RemoteClient client(target.url, target.credentials);
+  return remote::StartTask(client, kind, options, already_running);
 }
 
 namespace {
 
-Result<json> GetTask(remote::RemoteClient& client, const std::string& id) {
-  CAIRN_ASSIGN_OR_RETURN(Bytes body, client.Call("GET", "/api/v1/tasks/" + net::UrlEncode(id)));
-  json j = json::parse(AsStringView(body), nullptr, false);
-  if (!j.is_object() || !j.contains("state") || !j["state"].is_string()) {
-    return DataLossError(fmt::format("server {}: malformed status of task {}",
-                                     client.url().ToString(), id));
-  }
-  return j;
-}
-
 // Prints the log lines from `*since` on; advances it.
 Status PrintLog(remote::RemoteClient& client, const std::string& id, size_t* since) {
-  CAIRN_ASSIGN_OR_RETURN(
-      Bytes body, client.Call("GET", fmt::format("/api/v1/tasks/{}/log?since={}",
-                                                 net::UrlEncode(id), *since)));
+  CAIRN_ASSIGN_OR_RETURN(Bytes body, remote::GetTaskLog(client, id, *since));
   std::string_view text = AsStringView(body);
   for (char c : text) *since += c == '\n';
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -108,7 +56,7 @@ Result<json> FollowTask(remote::RemoteClient& client, const std::string& id, boo
   size_t since = 0;
   auto last_line = std::chrono::steady_clock::now();
   while (true) {
-    CAIRN_ASSIGN_OR_RETURN(json task, GetTask(client, id));
+    CAIRN_ASSIGN_OR_RETURN(json task, remote::GetTask(client, id));
     if (print_log) CAIRN_RETURN_IF_ERROR(PrintLog(client, id, &since));
     const uint64_t done = U64(task, "progress", "done_bytes");
     const uint64_t total = U64(task, "progress", "total_bytes");
@@ -234,7 +182,7 @@ void Show(Context& ctx, const ShowArgs& args) {
     if (!task.ok()) return Fail(ctx, task.status());
     return PrintTaskOutcome(ctx, *task);
   }
-  auto task = GetTask(client, args.id);
+  auto task = remote::GetTask(client, args.id);
   if (!task.ok()) return Fail(ctx, task.status());
   if (ctx.json) {
     PrintJson(*task);
@@ -257,12 +205,9 @@ void List(Context& ctx) {
   auto target = ServerTargetFor(ctx);
   if (!target.ok()) return Fail(ctx, target.status());
   remote::RemoteClient client(target->url, target->credentials);
-  auto body = client.Call("GET", "/api/v1/tasks");
-  if (!body.ok()) return Fail(ctx, body.status());
-  json j = json::parse(AsStringView(*body), nullptr, false);
-  if (!j.is_object() || !j.contains("tasks") || !j["tasks"].is_array()) {
-    return Fail(ctx, DataLossError("malformed answer to GET /api/v1/tasks"));
-  }
+  auto list = remote::ListTasks(client);
+  if (!list.ok()) return Fail(ctx, list.status());
+  const json& j = *list;
   if (ctx.json) return PrintJson(j);
   for (const json& t : j["tasks"]) {
     fmt::print("{}  {}  {:<7}  {:<8}  {}  {}\n", Str(t, "id"), Str(t, "started_at"),

@@ -38,14 +38,17 @@ struct ByteBody : boost::beast::http::vector_body<uint8_t> {
     size_t put(const ConstBufferSequence& buffers, boost::beast::error_code& ec) {
       ec = {};
       const size_t n = boost::asio::buffer_size(buffers);
-      const size_t len = body_.size();
-      if (n > body_.max_size() - len) {
+      if (n > body_.max_size() - body_.size()) {
         ec = boost::beast::http::error::buffer_overflow;
         return 0;
       }
       if (n == 0) return 0;
-      body_.resize(len + n);
-      return boost::asio::buffer_copy(boost::asio::buffer(body_.data() + len, n), buffers);
+      // Appended, not resized then copied: no zero fill of what is overwritten.
+      for (auto b : boost::beast::buffers_range_ref(buffers)) {
+        const auto* p = static_cast<const uint8_t*>(b.data());
+        body_.insert(body_.end(), p, p + b.size());
+      }
+      return n;
     }
 
     void finish(boost::beast::error_code& ec) { ec = {}; }

@@ -3,6 +3,13 @@
 // Pools, retries and the choice of how many connections are the callers'
 // (remote/): a connection is a plain blocking object.
 //
+// The data plane (docs/ARCHITECTURE.md): a blocking socket whose timeouts
+// are the socket's own (SO_RCVTIMEO/SO_SNDTIMEO: no timer is armed per
+// operation, no event loop spins), TLS through net::TlsEngine, so that a
+// request body goes out encrypted in slices of 1 MiB per send() and the
+// answer comes in up to 1 MiB per recv(); Send() + ReadBody() hand the body
+// to the caller's memory directly (a chunk lands in the pipeline's buffer).
+//
 // Errors:
 //   - Unavailable: connect, TLS or transport failure, a timeout, or the
 //     server closed the connection. The connection is then closed
@@ -20,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -38,7 +46,9 @@ struct ClientOptions {
   // ("Bearer NAME:SECRET").
   std::string authorization;
   std::chrono::milliseconds connect_timeout{10'000};
-  std::chrono::milliseconds io_timeout{60'000};  // any single read or write
+  // Any single read or write: a peer that sends or takes nothing for this
+  // long is given up (the socket's own timeouts).
+  std::chrono::milliseconds io_timeout{60'000};
 };
 
 struct HttpResponse {
@@ -64,6 +74,20 @@ class HttpConnection {
                                         const std::function<Status(ByteSpan)>& on_data,
                                         std::string_view content_type = "application/octet-stream");
   bool open() const;
+
+  // The two halves of a request, for callers that read the body into their
+  // own memory: Send() writes the request (its body the concatenation of
+  // `body`, encrypted and sent in large slices) and reads the response's
+  // status and headers; ReadBody() then yields the body (*got = 0 at its
+  // end). Every byte of the body must be read before the next Send() on a
+  // keep-alive connection; Close() abandons it.
+  Result<HttpResponse> Send(std::string_view method, std::string_view target,
+                            std::span<const ByteSpan> body = {},
+                            std::string_view content_type = "application/octet-stream");
+  Status ReadBody(uint8_t* dest, size_t n, size_t* got);
+  // Exactly n bytes of the body; Unavailable (naming `what`) when it ends first.
+  Status ReadBodyExactly(uint8_t* dest, size_t n, std::string_view what);
+  void Close();
 
   class Impl;
 

@@ -11,6 +11,7 @@ constexpr size_t kLingerBytes = 1 << 20;
 constexpr auto kMaxShutdownTime = std::chrono::milliseconds(5000);
 // Buffers of written stream pieces kept for the next ones.
 constexpr size_t kSpareBuffers = 4;
+constexpr size_t kMinSpareCapacity = ResponseWriter::StreamPieces::kSmallPiece;
 
 std::string Lowercase(std::string_view s) {
   std::string out(s);
@@ -46,9 +47,6 @@ struct Session::Out {
   bool head = false;
   std::shared_ptr<ResponseWriter::Producer> producer;  // streams
   std::vector<ReadBuffer> pieces;                      // produced, not yet written
-  // Written pieces' buffers, for the next ones: a fresh multi-megabyte
-  // buffer per piece would cost its page faults every time.
-  std::vector<ReadBuffer> spare;
   size_t queued = 0;  // bytes in `pieces` (not those being written)
   bool writing = false;
   bool producing = false;
@@ -60,17 +58,45 @@ Session::Session(HttpServer::Impl* server, tcp::socket socket, uint64_t id, std:
                  std::string address)
     : server_(server),
       options_(server->options()),
-      stream_(std::move(socket), server->ssl_ctx()),
+      stream_(std::move(socket), server->ssl_ctx().native_handle()),
       id_(id),
       peer_(std::move(peer)),
-      address_(std::move(address)) {}
+      address_(std::move(address)),
+      timer_(stream_.get_executor()) {}
+
+void Session::SetDeadline(std::chrono::milliseconds d) {
+  deadline_ = Clock::now() + d;
+  if (deadline_ < armed_) ArmTimer(deadline_);
+}
+
+void Session::ArmTimer(Clock::time_point at) {
+  armed_ = at;
+  timer_.expires_at(at);  // a wait in progress ends (its generation is old)
+  timer_.async_wait([self = shared_from_this(), generation = ++timer_generation_](error_code ec) {
+    if (!ec) self->OnTimer(generation);
+  });
+}
+
+void Session::OnTimer(uint64_t generation) {
+  if (generation != timer_generation_ || closed_) return;
+  armed_ = Clock::time_point::max();
+  if (Clock::now() >= deadline_) {
+    // The operation in flight fails; its handler sees timed_out_.
+    timed_out_ = true;
+    error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  } else if (deadline_ != Clock::time_point::max()) {
+    ArmTimer(deadline_);
+  }
+}
 
 void Session::Start() {
   asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
     if (self->closed_) return;
-    self->Lowest().expires_after(self->options_.handshake_timeout);
-    self->stream_.async_handshake(ssl::stream_base::server,
-                                  [self](error_code ec) { self->OnHandshake(ec); });
+    if (!self->stream_.valid()) return self->Abort();
+    self->SetDeadline(self->options_.handshake_timeout);
+    self->stream_.async_handshake([self](error_code ec) { self->OnHandshake(ec); });
   });
 }
 
@@ -86,25 +112,25 @@ void Session::CloseNow() {
 
 void Session::OnHandshake(error_code ec) {
   if (ec) {
-    if (ec == beast::error::timeout) server_->CountBadRequest();
+    if (timed_out_) server_->CountBadRequest();
     return Abort();
   }
   // The first request must follow at once.
-  Lowest().expires_after(options_.header_timeout);
+  SetDeadline(options_.header_timeout);
   StartHeader();
 }
 
 void Session::ReadNextRequest() {
   if (buffer_.size() > 0) {  // pipelined
-    Lowest().expires_after(options_.header_timeout);
+    SetDeadline(options_.header_timeout);
     return StartHeader();
   }
-  Lowest().expires_after(options_.idle_timeout);
+  SetDeadline(options_.idle_timeout);
   stream_.async_read_some(buffer_.prepare(4096),
                           [self = shared_from_this()](error_code ec, size_t n) {
                             if (ec) return self->Abort();
                             self->buffer_.commit(n);
-                            self->Lowest().expires_after(self->options_.header_timeout);
+                            self->SetDeadline(self->options_.header_timeout);
                             self->StartHeader();
                           });
 }
@@ -123,7 +149,7 @@ void Session::StartHeader() {
 void Session::FailRead(error_code ec) {
   if (ec == http::error::header_limit) return Reject(431, "request header too large");
   if (ec == http::error::body_limit) return Reject(413, "request body too large");
-  if (ec == beast::error::timeout) {
+  if (timed_out_) {
     server_->CountBadRequest();
     return Abort();
   }
@@ -166,7 +192,7 @@ void Session::OnHeader(error_code ec) {
     return Reject(413, "request body too large for this request");
   }
   parser_->body_limit(a.max_body);
-  Lowest().expires_after(options_.request_timeout);
+  SetDeadline(options_.request_timeout);
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](error_code e, size_t) { self->OnBody(e); });
 }
@@ -182,7 +208,7 @@ void Session::OnBody(error_code ec) {
   }
   request_.body = std::move(parser_->get().body());
   parser_.reset();
-  Lowest().expires_never();
+  ClearDeadline();
   server_->CountRequest();
   dispatched_ = server_->Dispatch(shared_from_this(), std::move(request_), keep_alive_);
   if (!dispatched_) {
@@ -207,7 +233,7 @@ void Session::StartResponse(Response r, bool head) {
   out_ = std::make_shared<Out>();
   out_->head = head;
   auto self = shared_from_this();
-  Lowest().expires_after(options_.write_timeout);
+  SetDeadline(options_.write_timeout);
   if (!r.producer) {
     auto res = std::make_shared<http::response<http::vector_body<uint8_t>>>(
         static_cast<http::status>(r.status), 11);
@@ -255,13 +281,16 @@ void Session::PumpStream() {
     o->queued = 0;
     std::vector<asio::const_buffer> buffers;
     for (const ReadBuffer& p : *sending) buffers.emplace_back(p.data(), p.size());
-    Lowest().expires_after(options_.write_timeout);
-    asio::async_write(stream_, http::make_chunk(buffers),
+    SetDeadline(options_.write_timeout);
+    asio::async_write(stream_, http::make_chunk(buffers), TransferLarge(),
                       [self = shared_from_this(), sending, o](error_code ec, size_t) {
                         o->writing = false;
                         for (ReadBuffer& b : *sending) {
-                          if (o->spare.size() >= kSpareBuffers) break;
-                          o->spare.push_back(std::move(b));
+                          if (self->spare_.size() >= kSpareBuffers) break;
+                          // Only chunk-sized ones: a frame header's small
+                          // buffer taken for a chunk would grow afresh.
+                          if (b.capacity() < kMinSpareCapacity) continue;
+                          self->spare_.push_back(std::move(b));
                         }
                         if (ec || self->out_ != o) {
                           self->Abort();
@@ -274,8 +303,8 @@ void Session::PumpStream() {
   if (o->produced_all && o->pieces.empty() && !o->writing && !o->ended) {
     o->ended = true;
     o->writing = true;
-    Lowest().expires_after(options_.write_timeout);
-    asio::async_write(stream_, http::make_chunk_last(),
+    SetDeadline(options_.write_timeout);
+    asio::async_write(stream_, http::make_chunk_last(), TransferLarge(),
                       [self = shared_from_this(), o](error_code ec, size_t) {
                         o->writing = false;
                         if (ec) self->Abort();
@@ -290,8 +319,8 @@ void Session::Produce() {
   std::shared_ptr<ResponseWriter::Producer> producer = o->producer;
   auto self = shared_from_this();
   auto out = std::make_shared<ResponseWriter::StreamPieces>();
-  out->spare = std::move(o->spare);
-  o->spare.clear();
+  out->spare = std::move(spare_);
+  spare_.clear();
   bool queued = server_->PushJob(tenant_, [self, producer, o, out] {
     bool done = false;
     Status s;
@@ -303,7 +332,10 @@ void Session::Produce() {
     asio::post(self->stream_.get_executor(), [self, o, out, done, s] {
       o->producing = false;
       // Buffers the producer did not use go back for the next call.
-      for (ReadBuffer& b : out->spare) o->spare.push_back(std::move(b));
+      for (ReadBuffer& b : out->spare) {
+        if (self->spare_.size() >= kSpareBuffers) break;
+        self->spare_.push_back(std::move(b));
+      }
       if (self->closed_ || !s.ok() || self->out_ != o) {
         self->Abort();
         return self->FinishRequest(false);
@@ -379,7 +411,7 @@ void Session::WriteAndLinger(std::shared_ptr<http::response<http::string_body>> 
   res->set(http::field::server, "cairn");
   res->keep_alive(false);
   res->prepare_payload();
-  Lowest().expires_after(options_.write_timeout);
+  SetDeadline(options_.write_timeout);
   http::async_write(stream_, *res, [self = shared_from_this(), res](error_code ec, size_t) {
     if (ec) return self->Abort();
     self->LingerClose();
@@ -391,14 +423,14 @@ void Session::WriteAndLinger(std::shared_ptr<http::response<http::string_body>> 
 // (a TCP reset) does not destroy the response before it is read.
 void Session::LingerClose() {
   error_code ignored;
-  Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
-  Lowest().expires_after(kLingerTime);
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  SetDeadline(kLingerTime);
   buffer_.clear();
   DrainSome(kLingerBytes);
 }
 
 void Session::DrainSome(size_t budget) {
-  Lowest().async_read_some(buffer_.prepare(16384),
+  stream_.socket().async_read_some(buffer_.prepare(16384),
                            [self = shared_from_this(), budget](error_code ec, size_t n) {
                              if (ec || n >= budget) return self->Abort();
                              self->DrainSome(budget - n);
@@ -406,7 +438,7 @@ void Session::DrainSome(size_t budget) {
 }
 
 void Session::Shutdown() {
-  Lowest().expires_after(
+  SetDeadline(
       std::min<std::chrono::milliseconds>(options_.write_timeout, kMaxShutdownTime));
   stream_.async_shutdown([self = shared_from_this()](error_code) { self->Abort(); });
 }
@@ -416,8 +448,9 @@ void Session::Abort() {
   closed_ = true;
   if (out_ != nullptr) out_->producer.reset();
   error_code ignored;
-  Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
-  Lowest().close();
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream_.socket().close(ignored);
+  timer_.cancel();  // its wait holds this session
 }
 
 }  // namespace cairn::net

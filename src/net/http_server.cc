@@ -205,9 +205,8 @@ void HttpServer::Impl::RunIo() {
 
 Status HttpServer::Impl::Configure(std::vector<std::string>* endpoints) {
   SSL_CTX* ctx = ssl_ctx_.native_handle();
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_options(
-      ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  ConfigureDataPlaneContext(ctx);
+  SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20");
   error_code ec;
   ssl_ctx_.use_certificate_chain_file(options_.cert_file, ec);

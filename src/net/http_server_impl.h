@@ -11,8 +11,11 @@
 //   → done → wait for the next request (idle_timeout until its first byte)
 //   or shut down.
 // Only one request per connection is in flight, so a connection never has a
-// read and a write pending at once and the tcp_stream's one timer serves
-// both.
+// read and a write pending at once, and one deadline serves both. The
+// deadline is a time, not a timer per operation: moving it later costs
+// nothing, and the one timer, armed at the earliest deadline it may have to
+// enforce, looks at the current deadline when it fires (re-arming for a
+// later one), so a 4 MiB chunk written in slices arms no timer at all.
 #pragma once
 
 // g++ 12 warns that TSan does not model Asio's atomic_thread_fence
@@ -24,12 +27,11 @@
 
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -43,6 +45,7 @@
 
 #include "net/byte_body.h"
 #include "net/http_server.h"
+#include "net/tls_stream.h"
 #include "pipeline/fair_queue.h"
 #include "pipeline/worker_group.h"
 
@@ -55,7 +58,7 @@ namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using error_code = beast::error_code;
 
-using Stream = beast::ssl_stream<beast::tcp_stream>;
+using Stream = TlsStream;
 using RequestParser = http::request_parser<ByteBody>;
 
 // What a handler answered: a whole body, or a producer of a stream.
@@ -179,7 +182,13 @@ class Session : public std::enable_shared_from_this<Session> {
   void Deliver(std::optional<Response> response, bool head, bool keep_alive);
 
  private:
-  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+  using Clock = std::chrono::steady_clock;
+  // The connection's deadline (see the top of this file): past it, the
+  // socket is closed and the operation in flight fails (timed_out_ set).
+  void SetDeadline(std::chrono::milliseconds d);
+  void ClearDeadline() { deadline_ = Clock::time_point::max(); }
+  void ArmTimer(Clock::time_point at);
+  void OnTimer(uint64_t generation);
 
   void OnHandshake(error_code ec);
   void ReadNextRequest();
@@ -211,7 +220,18 @@ class Session : public std::enable_shared_from_this<Session> {
   const uint64_t id_;
   const std::string peer_;
   const std::string address_;
+  asio::steady_timer timer_;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  Clock::time_point armed_ = Clock::time_point::max();  // when timer_ fires
+  uint64_t timer_generation_ = 0;
+  bool timed_out_ = false;
   beast::flat_buffer buffer_;
+  // Buffers of written stream pieces, for the next pieces of this and later
+  // answers on the connection (a batched download is one request of many on
+  // a keep-alive connection): a fresh multi-megabyte buffer per chunk costs
+  // the kernel's zeroing of its pages every time. At most kSpareBuffers;
+  // freed with the connection. Used on the strand only.
+  std::vector<ReadBuffer> spare_;
   std::optional<RequestParser> parser_;
   HttpRequest request_;  // the one being read
   bool keep_alive_ = false;

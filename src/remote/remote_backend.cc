@@ -1,15 +1,13 @@
 #include "remote/remote_backend.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "format/coding.h"
-#include "server/backup_session.h"
+#include "protocol/chunk_frames.h"
+#include "protocol/messages.h"
 
 namespace cairn::remote {
 namespace {
-
-using nlohmann::json;
 
 // A batch is sent when it holds this many bytes, or when its chunks decode
 // to this many (the server decodes and hashes plain chunks, and caps what
@@ -38,7 +36,7 @@ class RemoteSnapshotTarget final : public datastore::SnapshotTarget {
   }
 
   Status UseBase(const datastore::SnapshotRef& base) override {
-    std::string body = json{{"time", base.TimeString()}}.dump();
+    std::string body = protocol::EncodeBase(base.TimeString());
     return client_->Call("POST", path_ + "/base", AsBytes(body)).status();
   }
 
@@ -101,11 +99,11 @@ Result<store::InsertResult> RemoteChunkSink::Insert(const store::ChunkId& id, By
   if (!error_.ok()) return error_;
   if (path_.empty()) return FailedPreconditionError("chunk upload outside a backup session");
   if (!uploaded_.insert(id).second) return store::InsertResult{false, 0};
-  size_t at = current_.size();
-  current_.resize(at + server::kUploadFrameHeaderSize + stored.size());
-  std::memcpy(&current_[at], id.data(), 32);
-  format::PutU32(&current_[at + 32], static_cast<uint32_t>(stored.size()));
-  std::memcpy(&current_[at + server::kUploadFrameHeaderSize], stored.data(), stored.size());
+  if (current_.capacity() == 0 && !spare_.empty()) {
+    current_ = std::move(spare_.back());  // a sent batch's memory, already faulted in
+    spare_.pop_back();
+  }
+  protocol::AppendUploadFrame(&current_, id, stored);
   ++current_chunks_;
   // The blob header's raw_size (docs/FORMAT.md, "Blob"): what it decodes to.
   if (stored.size() >= 20) current_raw_ += format::GetU32(&stored[16]);
@@ -166,6 +164,10 @@ void RemoteChunkSink::Worker() {
     // A retried upload is harmless: the server keeps a chunk it has.
     Status s = failed ? Status::Ok() : client_->Call("POST", path, batch).status();
     lock.lock();
+    if (spare_.size() < kQueuedPerThread * static_cast<size_t>(max_connections_)) {
+      batch.clear();
+      spare_.push_back(std::move(batch));
+    }
     --in_flight_;
     if (!s.ok() && error_.ok()) error_ = s.WithContext("uploading chunks");
     if (queue_.empty() && in_flight_ == 0) idle_cv_.notify_all();
@@ -178,19 +180,15 @@ RemoteStoreBackend::RemoteStoreBackend(std::shared_ptr<RemoteClient> client)
 
 Result<std::unique_ptr<datastore::SnapshotTarget>> RemoteStoreBackend::BeginSnapshot(
     const datastore::SnapshotRef& snap) {
-  json body = {{"ns", snap.group.ns},
-               {"type", snap.group.type},
-               {"id", snap.group.id},
-               {"time", snap.TimeString()}};
-  std::string text = body.dump();
+  protocol::BackupStart start{snap.group.ns, snap.group.type, snap.group.id, snap.TimeString()};
+  std::string text = protocol::Encode(start);
   CAIRN_ASSIGN_OR_RETURN(Bytes answer, client_->Call("POST", client_->StorePath("/backup"),
                                                      AsBytes(text)));
-  json reply = json::parse(AsStringView(answer), nullptr, false);
-  if (!reply.is_object() || !reply["session"].is_string()) {
-    return DataLossError(fmt::format("server {}: malformed answer to a backup session start",
-                                     client_->url().ToString()));
+  auto session = protocol::DecodeSessionId(answer);
+  if (!session.ok()) {
+    return session.status().WithContext(fmt::format("server {}", client_->url().ToString()));
   }
-  std::string path = client_->StorePath("/backup/" + reply["session"].get<std::string>());
+  std::string path = client_->StorePath("/backup/" + protocol::UrlEncode(*session));
   return std::unique_ptr<datastore::SnapshotTarget>(
       std::make_unique<RemoteSnapshotTarget>(client_, sink_, path));
 }

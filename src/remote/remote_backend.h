@@ -76,6 +76,7 @@ class RemoteChunkSink : public store::ChunkSink {
   size_t current_chunks_ = 0;
   uint64_t current_raw_ = 0;  // what current_'s chunks decode to
   std::deque<Bytes> queue_;
+  std::vector<Bytes> spare_;  // sent batches' buffers, for the next ones
   int in_flight_ = 0;
   Status error_;
   bool stopping_ = false;

@@ -1,21 +1,20 @@
 #include "remote/remote_chunk_source.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
 #include <future>
+#include <random>
 
 #include <fmt/format.h>
 
-#include "remote/chunk_frames.h"
-#include "server/api.h"
+#include "protocol/chunk_frames.h"
 
 namespace cairn::remote {
 namespace {
 
 constexpr size_t kMaxBatch = 64;
 constexpr int kMaxAttempts = 4;
-constexpr uint32_t kMaxFramePayload = kMaxChunkFramePayload;
+// An error answer's body kept for the message.
+constexpr size_t kMaxErrorBody = 64 << 10;
 
 }  // namespace
 
@@ -29,15 +28,23 @@ RemoteChunkSource::~RemoteChunkSource() {
   }
   cv_.notify_all();
   for (std::thread& t : workers_) t.join();
-  for (Pending& p : queue_) p.Finish(CancelledError("the remote chunk source was closed"));
+  for (Pending& p : queue_) p.done(CancelledError("the remote chunk source was closed"), p.out);
 }
 
 store::SourceTraits RemoteChunkSource::Traits() const {
   store::SourceTraits t;
   t.medium = store::MediumKind::kNetwork;
   t.initial_reads_in_flight = store::kNetworkInitialReads;
+  t.max_reads_in_flight = kReadsPerConnection * max_connections_;
   t.description = "server " + client_->url().ToString();
   return t;
+}
+
+bool RemoteChunkSource::InjectRequestLatency(int64_t latency_us, int64_t jitter_us) {
+  std::lock_guard lock(mu_);
+  latency_us_ = std::max<int64_t>(0, latency_us);
+  jitter_us_ = std::max<int64_t>(0, jitter_us);
+  return true;
 }
 
 RemoteChunkSource::Stats RemoteChunkSource::stats() const {
@@ -45,28 +52,47 @@ RemoteChunkSource::Stats RemoteChunkSource::stats() const {
   return stats_;
 }
 
+store::ConnectionSummary RemoteChunkSource::Connections() const {
+  std::lock_guard lock(mu_);
+  store::ConnectionSummary c;
+  c.final_count = last_active_;
+  c.max_count = max_active_;
+  c.mean_count = total_time_ > 0 ? active_time_ / total_time_ : last_active_;
+  c.cap = max_connections_;
+  return c;
+}
+
+void RemoteChunkSource::NoteActive(int delta) {
+  Clock::time_point now = Clock::now();
+  if (since_ != Clock::time_point{}) {
+    double dt = std::chrono::duration<double>(now - since_).count();
+    active_time_ += active_ * dt;
+    total_time_ += dt;
+  }
+  since_ = now;
+  active_ += delta;
+  max_active_ = std::max(max_active_, active_);
+}
+
+int RemoteChunkSource::TargetConnections() const {
+  size_t outstanding = queue_.size() + in_batches_;
+  size_t want = (outstanding + kReadsPerConnection - 1) / kReadsPerConnection;
+  return static_cast<int>(std::clamp<size_t>(want, 1, static_cast<size_t>(max_connections_)));
+}
+
 Result<Bytes> RemoteChunkSource::Read(const store::ChunkId& id) {
-  Bytes out;
-  CAIRN_RETURN_IF_ERROR(ReadIntoBytes(id, &out));
-  return out;
+  ReadBuffer out;
+  CAIRN_RETURN_IF_ERROR(ReadInto(id, &out));
+  return out.Release();
 }
 
 Status RemoteChunkSource::ReadInto(const store::ChunkId& id, ReadBuffer* out) {
-  // The frame parser fills a Bytes (clear, then append: no zero fill), so
-  // the buffer lends it its storage.
-  Bytes storage = out->Release();
-  Status s = ReadIntoBytes(id, &storage);
-  out->Adopt(std::move(storage));
-  return s;
-}
-
-Status RemoteChunkSource::ReadIntoBytes(const store::ChunkId& id, Bytes* out) {
   std::promise<Status> promise;
   std::future<Status> future = promise.get_future();
   Pending p;
   p.id = id;
   p.out = out;
-  p.done_into = [&promise](Status s) { promise.set_value(std::move(s)); };
+  p.done = [&promise](Status s, ReadBuffer*) { promise.set_value(std::move(s)); };
   Enqueue(std::move(p));
   return future.get();
 }
@@ -74,7 +100,12 @@ Status RemoteChunkSource::ReadIntoBytes(const store::ChunkId& id, Bytes* out) {
 void RemoteChunkSource::ReadAsync(const store::ChunkId& id, store::ReadCallback done) {
   Pending p;
   p.id = id;
-  p.done = std::move(done);
+  p.own = std::make_unique<ReadBuffer>();
+  p.out = p.own.get();
+  p.done = [done = std::move(done)](Status s, ReadBuffer* out) {
+    if (!s.ok()) return done(std::move(s));
+    done(out->Release());
+  };
   Enqueue(std::move(p));
 }
 
@@ -82,9 +113,9 @@ void RemoteChunkSource::Enqueue(Pending pending) {
   {
     std::lock_guard lock(mu_);
     queue_.push_back(std::move(pending));
-    // A new connection when every worker is busy: the reads in flight the
-    // pipeline keeps decide how many connections work at once.
-    if (idle_workers_ == 0 && static_cast<int>(workers_.size()) < max_connections_) {
+    // Another connection when none is free and the reads waiting call for one.
+    if (idle_workers_ == 0 && active_ < TargetConnections() &&
+        static_cast<int>(workers_.size()) < max_connections_) {
       workers_.emplace_back([this] { Worker(); });
       ++stats_.connections;
     }
@@ -92,25 +123,44 @@ void RemoteChunkSource::Enqueue(Pending pending) {
   cv_.notify_one();
 }
 
+void RemoteChunkSource::SleepForLatency() {
+  int64_t delay = latency_us_;
+  if (jitter_us_ > 0) {
+    thread_local std::minstd_rand rng(std::random_device{}());
+    delay += static_cast<int64_t>(rng() % static_cast<uint64_t>(jitter_us_));
+  }
+  if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+}
+
 void RemoteChunkSource::Worker() {
+  std::unique_ptr<net::HttpConnection> connection;  // this worker's own
   std::unique_lock lock(mu_);
   while (true) {
     ++idle_workers_;
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && active_ < TargetConnections()); });
     --idle_workers_;
     if (stop_) return;
-    // Share what is queued among the workers, at most kMaxBatch each.
-    size_t workers = std::max<size_t>(1, workers_.size());
-    size_t take = std::clamp<size_t>((queue_.size() + workers - 1) / workers, 1, kMaxBatch);
+    // Share what waits among the connections that will take it.
+    const int target = TargetConnections();
+    size_t takers = static_cast<size_t>(std::max(1, target - active_));
+    size_t take = std::clamp<size_t>((queue_.size() + takers - 1) / takers, 1, kMaxBatch);
     std::vector<Pending> batch;
     for (size_t i = 0; i < take && !queue_.empty(); ++i) {
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
+    const size_t taken = batch.size();
+    in_batches_ += taken;
     ++stats_.batches;
+    NoteActive(+1);
+    last_active_ = target;
+    if (!queue_.empty()) cv_.notify_one();  // more for another connection
     lock.unlock();
-    Status s = FetchBatch(&batch);
+    SleepForLatency();
+    Status s = FetchBatch(&connection, &batch);
     lock.lock();
+    NoteActive(-1);
+    in_batches_ -= batch.size();  // the answered ones left as they came
     if (batch.empty()) continue;
     // Not answered: back to the front of the queue, or failed for good.
     std::vector<Pending> failed;
@@ -122,70 +172,107 @@ void RemoteChunkSource::Worker() {
         queue_.push_front(std::move(*it));
       }
     }
-    if (!failed.empty() || !queue_.empty()) cv_.notify_all();
+    if (!queue_.empty()) cv_.notify_all();
     if (!failed.empty()) {
       lock.unlock();
       for (Pending& p : failed) {
-        p.Finish(s.WithContext(fmt::format("chunk {}", crypto::DigestHex(p.id))));
+        p.done(s.WithContext(fmt::format("chunk {}", crypto::DigestHex(p.id))), p.out);
       }
       lock.lock();
     } else if (s.code() == StatusCode::kUnavailable) {
+      int backoff = std::min(2, batch.front().attempts - 1);
       lock.unlock();
-      std::this_thread::sleep_for(std::chrono::milliseconds(100 << (2 * std::min(2, batch.front().attempts - 1))));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 << (2 * backoff)));
       lock.lock();
     }
   }
 }
 
-Status RemoteChunkSource::FetchBatch(std::vector<Pending>* batch) {
-  Bytes body(batch->size() * 32);
+Status RemoteChunkSource::FetchBatch(std::unique_ptr<net::HttpConnection>* connection,
+                                     std::vector<Pending>* batch) {
   std::vector<crypto::Digest> asked(batch->size());
-  for (size_t i = 0; i < batch->size(); ++i) {
-    asked[i] = (*batch)[i].id;
-    std::memcpy(&body[i * 32], asked[i].data(), 32);
-  }
+  for (size_t i = 0; i < batch->size(); ++i) asked[i] = (*batch)[i].id;
+  const Bytes body = protocol::EncodeDigestList(asked);
+  const std::string path = client_->StorePath("/chunks");
   const std::string where_from = "server " + client_->url().ToString();
-  // The payload of a good chunk goes straight into the reader's buffer
-  // when it gave one; an error message or a ReadAsync chunk into the
-  // parser's own.
-  ChunkFrameParser parser(
+  if (*connection == nullptr || !(*connection)->open()) {
+    auto c = client_->Acquire();
+    if (!c.ok()) return c.status();
+    *connection = std::move(*c);
+  }
+  net::HttpConnection& conn = **connection;
+  // The run's bandwidth limits (--limit-upload/--limit-download): the
+  // request body before it goes, every body byte as it arrives, as
+  // RemoteClient::Call charges its own.
+  client_->ChargeUpload(body);
+  const ByteSpan pieces[] = {body};
+  auto response = conn.Send("POST", path, pieces);
+  if (!response.ok()) {
+    connection->reset();
+    return response.status();
+  }
+  if (response->status != 200) {
+    Bytes text(kMaxErrorBody);
+    size_t got = 0;
+    Status read = conn.ReadBody(text.data(), text.size(), &got);
+    client_->ChargeDownload(got);
+    text.resize(got);
+    response->body = std::move(text);
+    if (!read.ok() || !conn.open()) connection->reset();
+    return client_->ErrorFor(*response, "POST", path);
+  }
+
+  // Each good chunk is decrypted into the buffer of the read it answers;
+  // an error message into the parser's own.
+  std::vector<bool> delivered(batch->size(), false);
+  protocol::ChunkFrameParser parser(
       asked,
-      [&](size_t index, uint8_t status, Bytes& payload) {
+      [&](size_t index, uint8_t status, ReadBuffer& payload) {
         Pending& p = (*batch)[index];
-        if (status == server::kFrameOk) {
-          if (&payload == p.out) {
-            p.done_into(Status::Ok());
-          } else {
-            p.Finish(std::move(payload));
-            payload = Bytes();
-          }
-        } else {
-          std::string where = fmt::format("{}: chunk {}: {}", where_from, crypto::DigestHex(p.id),
-                                          AsStringView(payload));
-          p.Finish(status == server::kFrameNotFound ? NotFoundError(where)
-                                                    : UnavailableError(where));
+        delivered[index] = true;
+        {
+          std::lock_guard lock(mu_);
+          --in_batches_;
+          ++stats_.chunks;
         }
+        if (status == protocol::kFrameOk) return p.done(Status::Ok(), p.out);
+        std::string where = fmt::format("{}: chunk {}: {}", where_from, crypto::DigestHex(p.id),
+                                        AsStringView(payload.span()));
+        p.done(status == protocol::kFrameNotFound ? NotFoundError(where) : UnavailableError(where),
+               p.out);
       },
-      [&](size_t index, uint8_t status) -> Bytes* {
-        return status == server::kFrameOk ? (*batch)[index].out : nullptr;
-      },
-      kMaxFramePayload);
-  Status s = client_->CallStreaming("POST", client_->StorePath("/chunks"), body,
-                                    [&](ByteSpan piece) -> Status {
-                                      Status fed = parser.Feed(piece);
-                                      return fed.ok() ? fed : fed.WithContext(where_from);
-                                    });
-  {
-    std::lock_guard lock(mu_);
-    stats_.chunks += parser.frames();
+      [&](size_t index, uint8_t status) -> ReadBuffer* {
+        return status == protocol::kFrameOk ? (*batch)[index].out : nullptr;
+      });
+  Status s;
+  for (MutableByteSpan want = parser.Want(); !want.empty(); want = parser.Want()) {
+    size_t got = 0;
+    s = conn.ReadBody(want.data(), want.size(), &got);
+    client_->ChargeDownload(got);
+    if (!s.ok() || got == 0) break;
+    s = parser.Got(got);
+    if (!s.ok()) break;
+  }
+  if (s.ok() && parser.unanswered() == 0) {
+    // The body must end with the last frame.
+    uint8_t extra = 0;
+    size_t got = 0;
+    s = conn.ReadBody(&extra, 1, &got);
+    client_->ChargeDownload(got);
+    if (s.ok() && got > 0) s = DataLossError("sent bytes after the last frame");
+  }
+  if (s.ok()) s = parser.Finish();
+  if (!s.ok()) {
+    conn.Close();  // a body read halfway cannot carry another request
+    connection->reset();
+    if (s.code() != StatusCode::kUnavailable) s = s.WithContext(where_from);
   }
   // Keep only what is still unanswered.
   std::vector<Pending> left;
   for (size_t i = 0; i < batch->size(); ++i) {
-    if (!parser.answered(i)) left.push_back(std::move((*batch)[i]));
+    if (!delivered[i]) left.push_back(std::move((*batch)[i]));
   }
   *batch = std::move(left);
-  if (s.ok() && !batch->empty()) return parser.Finish().WithContext(where_from);
   return s;
 }
 

@@ -1,11 +1,17 @@
 // RemoteChunkSource: chunks read from a cairn server (docs/SERVER.md,
-// "Batched chunk download"). ReadAsync() queues; up to `max_connections`
-// worker threads, each with its own keep-alive TLS connection, take what is
-// queued in batches and stream the chunks back with one request per batch,
-// calling each read's callback as its frame arrives. So the number of reads
-// in flight that the pipeline's adaptive controller picks sets both the
-// batch sizes and how many connections work at once: no transfer waits on
-// one connection (PBS's restore runs on a single HTTP/2 connection).
+// "Batched chunk download"). ReadInto() queues the read; worker threads,
+// each with its own keep-alive TLS connection, take what is queued in
+// batches and fetch each batch with one request, decrypting every chunk
+// straight into the buffer of the read it answers (the pipeline's: no copy
+// through a parser; docs/ARCHITECTURE.md, "The data plane").
+//
+// Connections follow the reads in flight that the pipeline's adaptive
+// controller picks: a connection is put to work for every kReadsPerConnection
+// reads waiting (at least one, at most `max_connections`), so the controller,
+// which tunes reads in flight on measured throughput, decides both; a
+// connection beyond what the reads need stays open and idle. Batches are
+// shared among the connections at work. Connections() reports how many were
+// at work (last, most, time-weighted mean).
 //
 // A batch that fails in transport is retried for the chunks not yet
 // received (up to 3 times, with backoff); what the server sends is never
@@ -15,6 +21,7 @@
 // workers; pending reads then fail with Cancelled.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -29,15 +36,22 @@ namespace cairn::remote {
 
 class RemoteChunkSource : public store::ChunkSource {
  public:
-  explicit RemoteChunkSource(std::shared_ptr<RemoteClient> client, int max_connections = 8);
+  // Reads waiting per connection at work.
+  static constexpr int kReadsPerConnection = 8;
+  static constexpr int kDefaultMaxConnections = 8;
+
+  explicit RemoteChunkSource(std::shared_ptr<RemoteClient> client,
+                             int max_connections = kDefaultMaxConnections);
   ~RemoteChunkSource() override;
 
-  // Both go through the batching queue too: the pipelines' I/O threads
-  // call ReadInto, and what they ask at once becomes one batch.
+  // All go through the batching queue: the pipelines' I/O threads call
+  // ReadInto, and what they ask at once becomes one batch.
   Result<Bytes> Read(const store::ChunkId& id) override;
   Status ReadInto(const store::ChunkId& id, ReadBuffer* out) override;
   void ReadAsync(const store::ChunkId& id, store::ReadCallback done) override;
   store::SourceTraits Traits() const override;
+  bool InjectRequestLatency(int64_t latency_us, int64_t jitter_us) override;
+  store::ConnectionSummary Connections() const override;
 
   struct Stats {
     uint64_t batches = 0;
@@ -50,35 +64,47 @@ class RemoteChunkSource : public store::ChunkSource {
  private:
   struct Pending {
     store::ChunkId id;
-    store::ReadCallback done;  // ReadAsync: the bytes, or why not
-    // ReadInto: the chunk lands in *out (its capacity reused, no copy),
-    // then done_into says how it went.
-    Bytes* out = nullptr;
-    std::function<void(Status)> done_into;
+    // The chunk lands in *out (ReadInto's buffer, or own for Read and
+    // ReadAsync), then done says how it went.
+    ReadBuffer* out = nullptr;
+    std::unique_ptr<ReadBuffer> own;
+    std::function<void(Status, ReadBuffer*)> done;
     int attempts = 0;
-
-    void Finish(Result<Bytes> r) {
-      if (done) return done(std::move(r));
-      if (r.ok()) *out = std::move(*r);
-      done_into(r.status());
-    }
   };
-  // Read and ReadInto: through the queue into *out.
-  Status ReadIntoBytes(const store::ChunkId& id, Bytes* out);
   void Enqueue(Pending pending);
   void Worker();
-  // Fetches `batch`; what is left unanswered stays in it.
-  Status FetchBatch(std::vector<Pending>* batch);
+  // Connections that should be at work for the reads outstanding.
+  // REQUIRES: mu_ held.
+  int TargetConnections() const;
+  // REQUIRES: mu_ held. Accounts the time at the current count of
+  // connections at work before it changes.
+  void NoteActive(int delta);
+  // Fetches `batch` on *connection (opened when null; dropped after a
+  // transport error); what is left unanswered stays in it.
+  Status FetchBatch(std::unique_ptr<net::HttpConnection>* connection,
+                    std::vector<Pending>* batch);
+  void SleepForLatency();
 
   std::shared_ptr<RemoteClient> client_;
   const int max_connections_;
+  int64_t latency_us_ = 0;  // injected per request (benchmarks)
+  int64_t jitter_us_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Pending> queue_;
   std::vector<std::thread> workers_;
   int idle_workers_ = 0;
+  int active_ = 0;           // workers fetching a batch
+  size_t in_batches_ = 0;    // reads taken into batches, not yet answered
   bool stop_ = false;
   Stats stats_;
+  // Connections at work over time, for Connections().
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point since_{};
+  double active_time_ = 0;  // sum of active_ × seconds
+  double total_time_ = 0;
+  int max_active_ = 0;
+  int last_active_ = 0;  // at work when the last batch started
 };
 
 }  // namespace cairn::remote

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "net/tls.h"
+#include "protocol/messages.h"
 
 namespace cairn::remote {
 namespace {
@@ -113,17 +114,6 @@ Result<std::string> LookupTrustedFingerprint(const std::string& path, const std:
   return std::string();
 }
 
-std::string QueryString(const std::vector<std::pair<std::string, std::string>>& params) {
-  std::string out;
-  for (const auto& [name, value] : params) {
-    out += out.empty() ? '?' : '&';
-    out += net::UrlEncode(name);
-    out += '=';
-    out += net::UrlEncode(value);
-  }
-  return out;
-}
-
 RemoteClient::RemoteClient(RemoteUrl url, Credentials credentials, TransferLimits limits)
     : url_(std::move(url)), limits_(std::move(limits)) {
   options_.host = url_.host;
@@ -143,7 +133,7 @@ void RemoteClient::ChargeDownload(size_t bytes) const {
 }
 
 std::string RemoteClient::StorePath(std::string_view suffix) const {
-  return fmt::format("/api/v1/stores/{}{}", net::UrlEncode(url_.store), suffix);
+  return protocol::StorePath(url_.store, suffix);
 }
 
 Result<std::unique_ptr<net::HttpConnection>> RemoteClient::Acquire() {
@@ -168,31 +158,13 @@ void RemoteClient::Release(std::unique_ptr<net::HttpConnection> connection) {
 
 Status RemoteClient::ErrorFor(const net::HttpResponse& response, std::string_view method,
                               std::string_view path) const {
-  std::string message;
-  auto parsed = nlohmann::json::parse(AsStringView(response.body), nullptr, false);
-  if (parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()) {
-    message = parsed["error"].get<std::string>();
-  } else {
-    message = std::string(AsStringView(response.body).substr(0, 200));
-  }
-  std::string text =
-      fmt::format("server {} answered {} {} with {}: {}", url_.ToString(), method, path,
-                  response.status, message);
-  switch (response.status) {
-    case 400: return InvalidArgumentError(text);
-    case 401: return UnauthenticatedError(text);
-    case 403: return PermissionDeniedError(text);
-    case 404: return NotFoundError(text);
-    case 409: return FailedPreconditionError(text);
-    case 423: return AbortedError(text);  // locked by another operation
-    case 429:  // too many requests of this token at once: retried
-    case 503: return UnavailableError(text);
-    default: return response.status >= 500 ? InternalError(text) : UnknownError(text);
-  }
+  return protocol::StatusForHttp(
+      response.status, fmt::format("server {} answered {} {} with {}: {}", url_.ToString(), method,
+                                   path, response.status, protocol::ErrorMessageOf(response.body)));
 }
 
-Result<Bytes> RemoteClient::Call(std::string_view method, const std::string& path,
-                                 ByteSpan body) {
+Result<net::HttpResponse> RemoteClient::CallRaw(std::string_view method, const std::string& path,
+                                                ByteSpan body) {
   Status last;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(Backoff(attempt - 1));
@@ -211,11 +183,17 @@ Result<Bytes> RemoteClient::Call(std::string_view method, const std::string& pat
       continue;
     }
     Release(std::move(*c));
-    if (response->status / 100 == 2) return std::move(response->body);
+    if (!protocol::RetriedStatus(response->status)) return response;
     last = ErrorFor(*response, method, path);
-    if (response->status != 503 && response->status != 429) return last;
   }
   return last.WithContext(fmt::format("after {} attempts", kAttempts));
+}
+
+Result<Bytes> RemoteClient::Call(std::string_view method, const std::string& path,
+                                 ByteSpan body) {
+  CAIRN_ASSIGN_OR_RETURN(net::HttpResponse response, CallRaw(method, path, body));
+  if (response.status / 100 == 2) return std::move(response.body);
+  return ErrorFor(response, method, path);
 }
 
 Status RemoteClient::CallStreaming(std::string_view method, const std::string& path,
@@ -245,13 +223,13 @@ Status RemoteClient::CallStreaming(std::string_view method, const std::string& p
     Release(std::move(*c));
     if (response->status / 100 == 2) return Status::Ok();
     last = ErrorFor(*response, method, path);
-    if (response->status != 503 && response->status != 429) return last;
+    if (!protocol::RetriedStatus(response->status)) return last;
   }
   return last.WithContext(fmt::format("after {} attempts", kAttempts));
 }
 
 Status RemoteClient::Check() {
-  auto body = Call("GET", "/api/v1/stores");
+  auto body = Call("GET", protocol::StoresPath());
   if (!body.ok()) return body.status();
   auto parsed = nlohmann::json::parse(AsStringView(*body), nullptr, false);
   if (!parsed.is_object() || !parsed["stores"].is_array()) {

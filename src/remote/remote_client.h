@@ -24,6 +24,7 @@
 #include "base/rate_limiter.h"
 #include "base/status.h"
 #include "net/http_client.h"
+#include "protocol/routes.h"
 
 namespace cairn::remote {
 
@@ -81,17 +82,33 @@ class RemoteClient {
   Status CallStreaming(std::string_view method, const std::string& path, ByteSpan body,
                        const std::function<Status(ByteSpan)>& on_data);
 
+  // A call whose answer comes back whatever its status (transport
+  // failures, 429 and 503 are retried as by Call): for routes whose error
+  // answers carry more than a message (409 with a running task's id).
+  Result<net::HttpResponse> CallRaw(std::string_view method, const std::string& path,
+                                    ByteSpan body = {});
+
   // "/api/v1/stores/STORE" + suffix.
   std::string StorePath(std::string_view suffix) const;
 
- private:
+  // The pool, for callers that run a request themselves (the chunk source
+  // reads each answer into the pipeline's buffers): an idle connection or
+  // a new one; Release() returns a connection still open and between
+  // requests.
   Result<std::unique_ptr<net::HttpConnection>> Acquire();
   void Release(std::unique_ptr<net::HttpConnection> connection);
+  // The Status for an error answer, with the server's message and the URL.
   Status ErrorFor(const net::HttpResponse& response, std::string_view method,
                   std::string_view path) const;
 
+  // Charges bytes to the run's limits (TransferLimits; waits while over
+  // them). Call and CallStreaming charge their own bodies; a caller that
+  // runs a request on an Acquire()d connection charges what it sends and
+  // receives itself (the chunk source, the speed test).
   void ChargeUpload(ByteSpan body) const;
   void ChargeDownload(size_t bytes) const;
+
+ private:
 
   RemoteUrl url_;
   net::ClientOptions options_;
@@ -100,7 +117,7 @@ class RemoteClient {
   std::vector<std::unique_ptr<net::HttpConnection>> idle_;
 };
 
-// Percent-encoded query string "?a=x&b=y".
-std::string QueryString(const std::vector<std::pair<std::string, std::string>>& params);
+// Percent-encoded query string "?a=x&b=y" (protocol/routes.h).
+using protocol::QueryString;
 
 }  // namespace cairn::remote

@@ -26,42 +26,11 @@ constexpr uint64_t kMaxSnapshotFile = uint64_t{1} << 30;  // indexes of 4 TiB im
 constexpr char kAuditFile[] = "audit.log";
 constexpr char kBearer[] = "Bearer ";
 
-std::string ErrorBody(std::string_view message) { return Dump(json{{"error", message}}); }
-
 bool IsIndexFileName(std::string_view name) {
   return name.ends_with(".img.fidx") || name.ends_with(".didx");
 }
 
 }  // namespace
-
-int HttpStatusFor(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kPermissionDenied: return 403;
-    case StatusCode::kAlreadyExists: return 409;
-    case StatusCode::kFailedPrecondition: return 409;
-    case StatusCode::kUnavailable: return 503;
-    // Locked by another operation (a running backup of the group, a gc).
-    case StatusCode::kAborted: return 423;
-    case StatusCode::kUnauthenticated: return 401;
-    case StatusCode::kResourceExhausted: return 507;
-    default: return 500;
-  }
-}
-
-std::vector<std::string_view> Segments(std::string_view path) {
-  std::vector<std::string_view> out;
-  if (path.empty() || path[0] != '/') return out;
-  path.remove_prefix(1);
-  while (true) {
-    size_t slash = path.find('/');
-    out.push_back(path.substr(0, slash));
-    if (slash == std::string_view::npos) break;
-    path.remove_prefix(slash + 1);
-  }
-  return out;
-}
 
 std::string Dump(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -96,15 +65,15 @@ void Api::Handle(const net::HttpRequest& request, net::ResponseWriter& response)
 net::Admission Api::Admit(const net::HttpRequest& h) {
   ApiShared& api = *shared_;
   net::Admission a;
-  auto seg = Segments(h.path);
+  const protocol::Route route = protocol::ParseRoute(h.path);
   // The one route without a token, and bodyless.
-  if (seg.size() == 3 && seg[0] == "api" && seg[1] == "v1" && seg[2] == "version") return a;
+  if (route.kind == protocol::RouteKind::kVersion) return a;
 
   auto refuse = [&](int status, std::string message, std::string reason, std::string token) {
     api.audit.Record({h.peer, std::move(token), h.method, h.path, status,
                       reason.empty() ? message : reason});
     a.status = status;
-    a.body = ErrorBody(message);
+    a.body = protocol::ErrorBody(message);
     if (status == 401) a.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"cairn\"");
     return a;
   };
@@ -142,53 +111,52 @@ net::Admission Api::Admit(const net::HttpRequest& h) {
   a.tenant = token->name;
   // Route by route: only uploads of chunks and files take large bodies,
   // and only from tokens that may upload.
-  a.max_body = kSmallBodyLimit;
   const bool may_upload = token->role == Role::kBackup || token->role == Role::kAdmin;
-  if (seg.size() == 7 && seg[0] == "api" && seg[1] == "v1" && seg[2] == "stores" &&
-      seg[4] == "backup" && h.method == "POST" && may_upload) {
-    if (seg[6] == "chunks" || seg[6] == "file") a.max_body = api.options.max_body_bytes;
-    if (seg[6] == "finish") a.max_body = kManifestBodyLimit;
-  }
-  if (seg.size() == 3 && seg[0] == "api" && seg[1] == "v1" && seg[2] == "speedtest") {
-    a.max_body = kSpeedTestMaxBytes;
-  }
+  a.max_body = protocol::BodyLimit(route, h.method, may_upload, api.options.max_body_bytes);
   return a;
 }
 
 void Request::Run() {
-  auto seg = Segments(req_.path);
-  if (seg.size() < 2 || seg[0] != "api" || seg[1] != "v1") {
+  using protocol::RouteKind;
+  const protocol::Route route = protocol::ParseRoute(req_.path);
+  if (route.kind == RouteKind::kNotFound) {
     return SendError(404, fmt::format("no such resource: {}", req_.path));
   }
-  seg.erase(seg.begin(), seg.begin() + 2);
-  if (seg.size() == 1 && seg[0] == "version") {
+  if (route.kind == RouteKind::kVersion) {
     if (!Method("GET")) return;
-    return SendJson(200, json{{"server", "cairn"}, {"api", kApiVersion}});
+    return SendJson(200, json{{"server", "cairn"}, {"api", protocol::kApiVersion}});
   }
   if (!Authenticate()) return;
-  if (seg.size() == 1 && seg[0] == "speedtest") return SpeedTest();
-  if (seg.size() == 1 && seg[0] == "stores") return ListStores();
-  if (seg.size() >= 3 && seg[0] == "stores") {
-    if (!PickStore(seg[1])) return;
-    std::string_view what = seg[2];
-    if (seg.size() == 3 && what == "snapshots") return ListSnapshots();
-    if (seg.size() == 3 && what == "file") return GetFile();
-    if (seg.size() == 3 && what == "grant") return Grant();
-    if (seg.size() == 4 && what == "chunk") return GetChunk(seg[3]);
-    if (seg.size() == 3 && what == "chunks") return GetChunks();
-    if (seg.size() >= 3 && seg.size() <= 5 && what == "backup") return Backup(seg);
-    if (seg.size() == 3 && what == "status") return GetStatus();
-    if (seg.size() == 3 && what == "prune") return Prune();
-    if (seg.size() == 3 && what == "snapshot") return Forget();
-    if (seg.size() == 3 && what == "protected") return Protect();
-    if (seg.size() == 3 && what == "notes") return Notes();
+  // Under stores/S, the store is checked first: a token learns nothing
+  // about routes of a store it may not use.
+  if (route.in_store) {
+    if (!PickStore(route.store)) return;
   }
-  // Server-side tasks (server/tasks.h): POST …/stores/S/verify and
-  // …/stores/S/gc (S was picked and checked by the stores block above),
-  // GET tasks, tasks/ID, tasks/ID/log.
-  if ((seg.size() == 3 && seg[0] == "stores" && (seg[2] == "verify" || seg[2] == "gc")) ||
-      (!seg.empty() && seg.size() <= 3 && seg[0] == "tasks")) {
-    return TaskRoutes(seg);
+  switch (route.kind) {
+    case RouteKind::kSpeedTest: return SpeedTest();
+    case RouteKind::kStores: return ListStores();
+    case RouteKind::kSnapshots: return ListSnapshots();
+    case RouteKind::kFile: return GetFile();
+    case RouteKind::kGrant: return Grant();
+    case RouteKind::kChunk: return GetChunk(route.id);
+    case RouteKind::kChunks: return GetChunks();
+    case RouteKind::kBackupStart:
+    case RouteKind::kBackupSession:
+    case RouteKind::kBackupStep: return Backup(route);
+    case RouteKind::kStatus: return GetStatus();
+    case RouteKind::kPrune: return Prune();
+    case RouteKind::kSnapshot: return Forget();
+    case RouteKind::kProtected: return Protect();
+    case RouteKind::kNotes: return Notes();
+    // Server-side tasks (server/tasks.h): POST …/stores/S/verify and
+    // …/stores/S/gc, GET tasks, tasks/ID, tasks/ID/log.
+    case RouteKind::kStoreTask:
+    case RouteKind::kTasks:
+    case RouteKind::kTask:
+    case RouteKind::kTaskSub: return TaskRoutes(route);
+    case RouteKind::kNotFound:
+    case RouteKind::kVersion:
+    case RouteKind::kStoreOther: break;
   }
   SendError(404, fmt::format("no such resource: {}", req_.path));
 }
@@ -220,7 +188,7 @@ void Request::SendError(int status, std::string_view message, std::string_view r
   }
   net::ResponseWriter::Headers headers;
   if (status == 401) headers.emplace_back("WWW-Authenticate", "Bearer realm=\"cairn\"");
-  res_.Send(status, "application/json", AsBytes(ErrorBody(text)), headers);
+  res_.Send(status, "application/json", AsBytes(protocol::ErrorBody(text)), headers);
 }
 
 bool Request::Method(std::string_view want) {
@@ -426,17 +394,34 @@ void Request::SpeedTest() {
   uint64_t n = 0;
   std::string text = Query("bytes");
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || end != text.data() + text.size() || n == 0 || n > kSpeedTestMaxBytes) {
-    return SendError(400, fmt::format("speedtest takes ?bytes=N, 1 to {}", kSpeedTestMaxBytes));
+  if (ec != std::errc() || end != text.data() + text.size() || n == 0 || n > protocol::kSpeedTestMaxBytes) {
+    return SendError(400, fmt::format("speedtest takes ?bytes=N, 1 to {}", protocol::kSpeedTestMaxBytes));
   }
-  // Incompressible bytes, though TLS does not compress.
-  Bytes out(n);
-  uint64_t x = 0x9e3779b97f4a7c15;
-  for (auto& c : out) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    c = static_cast<uint8_t>(x);
-  }
-  res_.Send(200, "application/octet-stream", std::move(out));
+  // Incompressible bytes (though TLS does not compress), made once; sent
+  // the way chunks are (a stream of pieces in recycled buffers, each
+  // encrypted and sent from there), so the row measures that path.
+  static const Bytes* const pattern = [] {
+    auto* p = new Bytes(protocol::kSpeedTestMaxBytes);
+    uint64_t x = 0x9e3779b97f4a7c15;
+    for (size_t i = 0; i + 8 <= p->size(); i += 8) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      std::memcpy(p->data() + i, &x, 8);
+    }
+    return p;
+  }();
+  auto sent = std::make_shared<uint64_t>(0);
+  res_.Stream(200, "application/octet-stream",
+              [n, sent](net::ResponseWriter::StreamPieces* out, bool* done) {
+                constexpr uint64_t kPiece = 1 << 20;
+                uint64_t len = std::min(kPiece, n - *sent);
+                ReadBuffer piece = out->Take();
+                piece.Resize(len);
+                std::memcpy(piece.data(), pattern->data() + *sent, len);
+                out->Push(std::move(piece));
+                *sent += len;
+                *done = *sent == n;
+                return Status::Ok();
+              });
 }
 
 }  // namespace cairn::server

@@ -27,27 +27,12 @@
 #include "base/logging.h"
 #include "datastore/datastore.h"
 #include "net/http_server.h"
+#include "protocol/chunk_frames.h"
+#include "protocol/routes.h"
 #include "server/backup_session.h"
 #include "server/tokens.h"
 
 namespace cairn::server {
-
-inline constexpr int kApiVersion = 1;
-// The most digests one batched chunk request may name.
-inline constexpr size_t kMaxBatchDigests = 1024;
-
-// Batched chunk download frames (POST …/chunks): for each digest asked, in
-// the order the server read them:
-//   digest[32] | status u8 | length u32 LE | payload[length]
-// status kFrameOk: payload is the stored chunk; otherwise a UTF-8 message.
-enum FrameStatus : uint8_t { kFrameOk = 0, kFrameNotFound = 1, kFrameError = 2 };
-inline constexpr size_t kFrameHeaderSize = 32 + 1 + 4;
-
-// Body limits of the routes that are not uploads of chunks or files.
-inline constexpr size_t kSmallBodyLimit = 1 << 20;
-inline constexpr size_t kManifestBodyLimit = 16 << 20;
-// speedtest: what one request uploads, or asks to download.
-inline constexpr size_t kSpeedTestMaxBytes = 4 << 20;
 
 struct ApiOptions {
   std::string state_dir;  // the server's state directory: tasks/, audit.log

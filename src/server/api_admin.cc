@@ -23,55 +23,6 @@ json SnapshotJson(const datastore::SnapshotRef& snap) {
   return {{"snapshot", snap.ToString()}, {"ns", snap.group.ns}};
 }
 
-Status ParseKeep(const json& keep, maintenance::KeepOptions* k) {
-  const std::pair<const char*, uint32_t*> counts[] = {
-      {"last", &k->last},     {"hourly", &k->hourly},   {"daily", &k->daily},
-      {"weekly", &k->weekly}, {"monthly", &k->monthly}, {"yearly", &k->yearly}};
-  for (const auto& item : keep.items()) {
-    const std::string key = item.key();
-    const json& v = item.value();
-    if (key == "utc" && v.is_boolean()) {
-      k->utc = v.get<bool>();
-      continue;
-    }
-    auto c = std::find_if(std::begin(counts), std::end(counts),
-                          [&](const auto& p) { return key == p.first; });
-    if (c == std::end(counts) || !v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) {
-      return InvalidArgumentError(fmt::format(
-          "prune option \"keep.{}\": unknown, or not a count (known: last, hourly, daily, "
-          "weekly, monthly, yearly, utc)",
-          key));
-    }
-    *c->second = static_cast<uint32_t>(v.get<uint64_t>());
-  }
-  return Status::Ok();
-}
-
-// The body of POST …/prune: {"ns", "group", "keep": {"last", "hourly",
-// "daily", "weekly", "monthly", "yearly", "utc"}, "dry_run"}, all optional
-// but one keep count.
-Result<maintenance::PruneOptions> ParsePruneOptions(const json& body, std::string* ns,
-                                                    std::string* group) {
-  if (!body.is_object()) return InvalidArgumentError("the prune options must be a JSON object");
-  maintenance::PruneOptions o;
-  for (const auto& item : body.items()) {
-    const std::string key = item.key();
-    const json& v = item.value();
-    if ((key == "ns" || key == "group") && v.is_string()) {
-      (key == "ns" ? *ns : *group) = v.get<std::string>();
-    } else if (key == "dry_run" && v.is_boolean()) {
-      o.dry_run = v.get<bool>();
-    } else if (key == "keep" && v.is_object()) {
-      CAIRN_RETURN_IF_ERROR(ParseKeep(v, &o.keep));
-    } else {
-      return InvalidArgumentError(fmt::format(
-          "prune option \"{}\": unknown, or of the wrong type (known: ns and group strings, "
-          "keep object, dry_run boolean)",
-          key));
-    }
-  }
-  return o;
-}
 }  // namespace
 
 // {"snapshot", "ns"} of `snap`, the start of every snapshot verb's answer.
@@ -87,10 +38,14 @@ void Request::GetStatus() {
 
 void Request::Prune() {
   if (!Method("POST") || !Allowed(Action::kPrune, "prune snapshots")) return;
-  json body = json::parse(AsStringView(req_.body), nullptr, false);
-  std::string ns, group_text;
-  auto options = ParsePruneOptions(body, &ns, &group_text);
-  if (!options.ok()) return SendStatus(options.status());
+  auto request = protocol::DecodePruneRequest(req_.body);
+  if (!request.ok()) return SendStatus(request.status());
+  const std::string& ns = request->ns;
+  const std::string& group_text = request->group;
+  maintenance::PruneOptions options;
+  options.dry_run = request->dry_run;
+  options.keep = {request->last,    request->hourly, request->daily, request->weekly,
+                  request->monthly, request->yearly, request->utc};
   if (Status s = datastore::ValidateNamespace(ns); !s.ok()) return SendStatus(s);
   std::optional<datastore::GroupRef> group;
   if (!group_text.empty()) {
@@ -98,12 +53,12 @@ void Request::Prune() {
     if (!g.ok()) return SendStatus(g.status());
     group = *g;
   }
-  auto report = maintenance::Prune(*store_, ns, group, *options);
+  auto report = maintenance::Prune(*store_, ns, group, options);
   if (!report.ok()) return SendStatus(report.status().WithContext("prune failed"));
   api_.logger.Info("{}: token '{}' pruned datastore '{}'{}: kept {}, removed {}{}", req_.peer,
                    token_.name, store_name_, group ? " group " + group->ToString() : "",
-                   report->kept, report->removed, options->dry_run ? " (dry run)" : "");
-  SendJson(200, maintenance::PruneReportJson(*report, ns, options->dry_run));
+                   report->kept, report->removed, options.dry_run ? " (dry run)" : "");
+  SendJson(200, maintenance::PruneReportJson(*report, ns, options.dry_run));
 }
 
 // DELETE …/snapshot?ns=&snapshot=: forget one snapshot.
@@ -205,18 +160,18 @@ Result<TaskManager::Started> Request::StartTaskOf(bool gc, const json& body) {
   return api_.tasks->StartVerify(store_name_, token_.name, params);
 }
 
-void Request::TaskRoutes(const std::vector<std::string_view>& seg) {
+void Request::TaskRoutes(const protocol::Route& route) {
   if (api_.tasks == nullptr) return SendError(503, "this server runs no tasks");
-  if (seg[0] == "stores") return StartTask(seg[2]);  // POST …/stores/S/{verify,gc}
+  if (route.kind == protocol::RouteKind::kStoreTask) return StartTask(route.step);
   if (!Method("GET")) return;
-  if (seg.size() == 1) {  // GET tasks
+  if (route.kind == protocol::RouteKind::kTasks) {
     json list = json::array();
     for (const TaskInfo& t : api_.tasks->List()) {
       if (TaskVisible(t)) list.push_back(t.ToJson());
     }
     return SendJson(200, json{{"tasks", std::move(list)}});
   }
-  std::string id(seg[1]);
+  std::string id(route.id);
   auto info = api_.tasks->Get(id);
   if (!info.ok() && info.status().code() != StatusCode::kNotFound) {
     return SendError(HttpStatusFor(info.status()), info.status().message());
@@ -224,8 +179,8 @@ void Request::TaskRoutes(const std::vector<std::string_view>& seg) {
   if (!info.ok() || !TaskVisible(*info)) {
     return SendError(404, fmt::format("no task '{}'", id));
   }
-  if (seg.size() == 2) return SendJson(200, info->ToJson());
-  if (seg[2] != "log") return SendError(404, fmt::format("no such resource: {}", req_.path));
+  if (route.kind == protocol::RouteKind::kTask) return SendJson(200, info->ToJson());
+  if (route.step != "log") return SendError(404, fmt::format("no such resource: {}", req_.path));
   size_t since = 0;
   if (std::string text = Query("since"); !text.empty()) {
     char* end = nullptr;

@@ -85,15 +85,15 @@ class ChunkBatch {
       }
       std::string message;
       ByteSpan payload = data.span();
-      std::array<uint8_t, kFrameHeaderSize> header;
-      std::memcpy(header.data(), id.data(), 32);
-      header[32] = kFrameOk;
+      uint8_t status = protocol::kFrameOk;
       if (!s.ok()) {
-        header[32] = s.code() == StatusCode::kNotFound ? kFrameNotFound : kFrameError;
+        status = s.code() == StatusCode::kNotFound ? protocol::kFrameNotFound
+                                                   : protocol::kFrameError;
         message = api_.scrubber.Scrub(s.message());
         payload = AsBytes(message);
       }
-      format::PutU32(&header[33], static_cast<uint32_t>(payload.size()));
+      const auto header =
+          protocol::EncodeFrameHeader(id, status, static_cast<uint32_t>(payload.size()));
       out->Append(header);
       produced += header.size() + payload.size();
       if (s.ok()) {
@@ -209,13 +209,9 @@ void Request::GetChunk(std::string_view hex) {
 
 void Request::GetChunks() {
   if (!Method("POST") || !MayReadChunks()) return;
-  const Bytes& body = req_.body;
-  if (body.empty() || body.size() % 32 != 0 || body.size() / 32 > kMaxBatchDigests) {
-    return SendError(400, fmt::format("the body must be 1 to {} digests of 32 bytes (got {} bytes)",
-                                      kMaxBatchDigests, body.size()));
-  }
-  std::vector<crypto::Digest> ids(body.size() / 32);
-  for (size_t i = 0; i < ids.size(); ++i) std::memcpy(ids[i].data(), &body[i * 32], 32);
+  auto decoded = protocol::DecodeDigestList(req_.body);
+  if (!decoded.ok()) return SendError(400, decoded.status().message());
+  std::vector<crypto::Digest> ids = std::move(*decoded);
   // Read in digest order: the chunk directories are laid out by digest,
   // so neighbours share a directory.
   std::sort(ids.begin(), ids.end());
@@ -228,18 +224,13 @@ void Request::GetChunks() {
 
 // Backup sessions (server/backup_session.h): …/backup, …/backup/ID and
 // …/backup/ID/{base,chunks,file,finish}.
-void Request::Backup(const std::vector<std::string_view>& seg) {
-  if (seg.size() == 3) {
+void Request::Backup(const protocol::Route& route) {
+  if (route.kind == protocol::RouteKind::kBackupStart) {
     if (!Method("POST") || !Allowed(Action::kBackup, "create snapshots")) return;
-    json body = json::parse(AsStringView(req_.body), nullptr, false);
-    if (!body.is_object() || !body["type"].is_string() || !body["id"].is_string() ||
-        !body["time"].is_string() || (body.contains("ns") && !body["ns"].is_string())) {
-      return SendError(400, "the body must be {\"ns\", \"type\", \"id\", \"time\"}");
-    }
-    std::string ns = body.value("ns", "");
+    auto start = protocol::DecodeBackupStart(req_.body);
+    if (!start.ok()) return SendError(400, start.status().message());
     auto spec = datastore::ParseSnapshotSpec(
-        ns, fmt::format("{}/{}/{}", body["type"].get<std::string>(), body["id"].get<std::string>(),
-                        body["time"].get<std::string>()));
+        start->ns, fmt::format("{}/{}/{}", start->type, start->id, start->time));
     if (!spec.ok()) return SendError(400, spec.status().message());
     if (spec->latest) return SendError(400, "a new snapshot needs a time, not 'latest'");
     datastore::SnapshotRef snap{spec->group, spec->time};
@@ -253,8 +244,8 @@ void Request::Backup(const std::vector<std::string_view>& seg) {
     }
     return SendJson(201, json{{"session", *id}, {"snapshot", snap.ToString()}});
   }
-  std::string id(seg[3]);
-  if (seg.size() == 4) {
+  std::string id(route.id);
+  if (route.kind == protocol::RouteKind::kBackupSession) {
     if (!Method("DELETE") || !Allowed(Action::kBackup, "create snapshots")) return;
     auto session = api_.sessions.Find(id, token_.name, store_name_);
     if (!session.ok()) return SendError(404, session.status().message());
@@ -262,7 +253,7 @@ void Request::Backup(const std::vector<std::string_view>& seg) {
     return SendJson(200, json{{"aborted", id}});
   }
   if (!Method("POST") || !Allowed(Action::kBackup, "create snapshots")) return;
-  BackupStep(id, seg[4]);
+  BackupStep(id, route.step);
 }
 
 void Request::BackupStep(const std::string& id, std::string_view what) {
@@ -270,11 +261,9 @@ void Request::BackupStep(const std::string& id, std::string_view what) {
   if (!session.ok()) return SendError(404, session.status().message());
   Status s;
   if (what == "base") {
-    json body = json::parse(AsStringView(req_.body), nullptr, false);
-    if (!body.is_object() || !body["time"].is_string()) {
-      return SendError(400, "the body must be {\"time\": \"…\"}");
-    }
-    s = api_.sessions.UseBase(**session, body["time"].get<std::string>());
+    auto time = protocol::DecodeBase(req_.body);
+    if (!time.ok()) return SendError(400, time.status().message());
+    s = api_.sessions.UseBase(**session, *time);
   } else if (what == "chunks") {
     auto r = api_.sessions.UploadChunks(**session, req_.body);
     // What was received: the same whether the chunks were new or not.

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/messages.h"
 #include "server/api.h"
 #include "server/audit_log.h"
 #include "server/read_grants.h"
@@ -44,10 +45,7 @@ struct ApiShared {
 };
 
 // An error answer's status for a Status of the datastore code.
-int HttpStatusFor(const Status& s);
-// Splits "/a/b/c" into {"a", "b", "c"}; empty segments are kept so that
-// "//" and a trailing "/" do not match any route.
-std::vector<std::string_view> Segments(std::string_view path);
+using protocol::HttpStatusFor;
 // Client input echoed in a message need not be UTF-8: replaced, not thrown.
 std::string Dump(const nlohmann::json& body);
 
@@ -106,7 +104,7 @@ class Request {
   bool MayReadChunks();
   void GetChunk(std::string_view hex);
   void GetChunks();
-  void Backup(const std::vector<std::string_view>& seg);
+  void Backup(const protocol::Route& route);
   void BackupStep(const std::string& id, std::string_view what);
 
   // --- api_admin.cc ---
@@ -118,7 +116,7 @@ class Request {
   bool TaskVisible(const TaskInfo& task) const;
   void StartTask(std::string_view kind);
   Result<TaskManager::Started> StartTaskOf(bool gc, const json& body);
-  void TaskRoutes(const std::vector<std::string_view>& seg);
+  void TaskRoutes(const protocol::Route& route);
 
   ApiShared& api_;
   const net::HttpRequest& req_;

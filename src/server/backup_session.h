@@ -60,9 +60,6 @@
 
 namespace cairn::server {
 
-// Chunk upload frames: digest[32] | length u32 LE | payload[length].
-inline constexpr size_t kUploadFrameHeaderSize = 32 + 4;
-
 struct SessionLimits {
   // A session with no request for this long is aborted.
   std::chrono::seconds timeout{900};

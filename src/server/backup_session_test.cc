@@ -1,4 +1,5 @@
 #include "server/backup_session.h"
+#include "protocol/chunk_frames.h"
 
 #include <gtest/gtest.h>
 
@@ -62,10 +63,10 @@ Bytes Frames(const std::vector<Chunk>& chunks) {
   Bytes out;
   for (const Chunk& c : chunks) {
     size_t at = out.size();
-    out.resize(at + kUploadFrameHeaderSize + c.stored.size());
+    out.resize(at + protocol::kUploadFrameHeaderSize + c.stored.size());
     std::memcpy(&out[at], c.id.data(), 32);
     format::PutU32(&out[at + 32], static_cast<uint32_t>(c.stored.size()));
-    std::memcpy(&out[at + kUploadFrameHeaderSize], c.stored.data(), c.stored.size());
+    std::memcpy(&out[at + protocol::kUploadFrameHeaderSize], c.stored.data(), c.stored.size());
   }
   return out;
 }

@@ -24,7 +24,7 @@
 #include <cstring>
 
 #include "blob/blob.h"
-#include "format/coding.h"
+#include "protocol/chunk_frames.h"
 #include "server/backup_session.h"
 #include "server/backup_session_state.h"
 
@@ -44,25 +44,15 @@ Status Refused(const crypto::Digest& id, std::string_view why) {
 Result<UploadResult> SessionRegistry::UploadChunks(BackupSession& s, ByteSpan frames) {
   UploadResult result;
   uint64_t request_decoded = 0;
-  while (!frames.empty()) {
-    if (frames.size() < kUploadFrameHeaderSize) {
-      return InvalidArgumentError(
-          fmt::format("chunk upload: {} bytes left after {} chunks, less than a frame header",
-                      frames.size(), result.chunks));
-    }
-    crypto::Digest id;
-    std::memcpy(id.data(), frames.data(), 32);
-    uint32_t length = format::GetU32(&frames[32]);
-    if (length > kMaxStoredChunk || length > frames.size() - kUploadFrameHeaderSize) {
-      return InvalidArgumentError(fmt::format(
-          "chunk upload: chunk {} claims {} bytes, {} are left (at most {} per chunk)",
-          crypto::DigestHex(id), length, frames.size() - kUploadFrameHeaderSize, kMaxStoredChunk));
-    }
-    ByteSpan blob = frames.subspan(kUploadFrameHeaderSize, length);
-    frames = frames.subspan(kUploadFrameHeaderSize + length);
+  protocol::UploadFrameReader reader(frames, kMaxStoredChunk);
+  crypto::Digest id;
+  ByteSpan blob;
+  for (;;) {
+    CAIRN_ASSIGN_OR_RETURN(bool more, reader.Next(&id, &blob));
+    if (!more) break;
     CAIRN_RETURN_IF_ERROR(AdmitChunk(s, id, blob, &request_decoded));
     ++result.chunks;
-    result.bytes += length;
+    result.bytes += blob.size();
   }
   return result;
 }

@@ -42,6 +42,15 @@ struct SourceTraits {
 
 using ReadCallback = std::function<void(Result<Bytes>)>;
 
+// How many connections a source that talks to a server kept at work: the
+// last, the most, and the time-weighted mean over the run.
+struct ConnectionSummary {
+  int final_count = 0;
+  int max_count = 0;
+  double mean_count = 0;
+  int cap = 0;  // the most it may open
+};
+
 // Thread safety: all methods may be called concurrently from any thread.
 class ChunkSource {
  public:
@@ -67,6 +76,21 @@ class ChunkSource {
   virtual void ReadAsync(const ChunkId& id, ReadCallback done) { done(Read(id)); }
 
   virtual SourceTraits Traits() const = 0;
+
+  // A source whose reads travel in requests over a network (a cairn server)
+  // adds `latency_us` (plus uniform jitter below `jitter_us`) before each
+  // request it sends, as a round trip would, and returns true; a wrapper
+  // that injects latency (InjectingSource) then adds none per read. For
+  // tests and benchmarks only.
+  virtual bool InjectRequestLatency(int64_t latency_us, int64_t jitter_us) {
+    (void)latency_us;
+    (void)jitter_us;
+    return false;
+  }
+
+  // For a source that talks to a server over several connections: how many
+  // it used. Zero counts for any other source.
+  virtual ConnectionSummary Connections() const { return {}; }
 };
 
 struct InsertResult {

@@ -54,8 +54,8 @@ Result<Bytes> InjectingSource::Read(const ChunkId& id) {
 
 Status InjectingSource::ReadInto(const ChunkId& id, ReadBuffer* out) {
   uint64_t n = reads_.fetch_add(1);
-  int64_t delay = options_.latency_us;
-  if (options_.jitter_us > 0) {
+  int64_t delay = per_request_ ? 0 : options_.latency_us;
+  if (options_.jitter_us > 0 && !per_request_) {
     delay += static_cast<int64_t>(Uniform(n, 0) * static_cast<double>(options_.jitter_us));
   }
   if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
@@ -77,8 +77,9 @@ SourceTraits InjectingSource::Traits() const {
     t.medium = MediumKind::kNetwork;
     t.initial_reads_in_flight = std::max(t.initial_reads_in_flight, kNetworkInitialReads);
   }
-  t.description = fmt::format("{} (+{} us latency, {} us jitter injected)", t.description,
-                              options_.latency_us, options_.jitter_us);
+  t.description = fmt::format("{} (+{} us latency, {} us jitter injected per {})", t.description,
+                              options_.latency_us, options_.jitter_us,
+                              per_request_ ? "request" : "read");
   return t;
 }
 

@@ -30,12 +30,19 @@ Result<InjectionOptions> ParseLatencySpec(std::string_view spec);
 class InjectingSource final : public ChunkSource {
  public:
   // REQUIRES: `base` outlives this wrapper.
+  // A source that sends its reads in network requests takes the latency
+  // per request instead (ChunkSource::InjectRequestLatency): a round trip
+  // is paid per request, whatever it carries.
   InjectingSource(ChunkSource& base, const InjectionOptions& options)
-      : base_(base), options_(options) {}
+      : base_(base),
+        options_(options),
+        per_request_((options.latency_us > 0 || options.jitter_us > 0) &&
+                     base.InjectRequestLatency(options.latency_us, options.jitter_us)) {}
 
   Result<Bytes> Read(const ChunkId& id) override;
   Status ReadInto(const ChunkId& id, ReadBuffer* out) override;
   SourceTraits Traits() const override;
+  ConnectionSummary Connections() const override { return base_.Connections(); }
 
   uint64_t reads() const { return reads_.load(); }
 
@@ -45,6 +52,7 @@ class InjectingSource final : public ChunkSource {
 
   ChunkSource& base_;
   const InjectionOptions options_;
+  const bool per_request_;  // the base adds the latency to its requests
   std::atomic<uint64_t> reads_{0};
 };
 

@@ -1,14 +1,14 @@
-#include "remote/chunk_frames.h"
+#include "protocol/chunk_frames.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "format/coding.h"
-#include "server/api.h"
 
-namespace cairn::remote {
+namespace cairn::protocol {
 namespace {
 
 crypto::Digest D(uint8_t b) {
@@ -40,8 +40,8 @@ struct Recorder {
   explicit Recorder(const std::vector<crypto::Digest>& asked, uint32_t max = kMaxChunkFramePayload)
       : parser(
             asked,
-            [this](size_t i, uint8_t s, Bytes& p) {
-              got.push_back({i, s, std::string(AsStringView(p))});
+            [this](size_t i, uint8_t s, ReadBuffer& p) {
+              got.push_back({i, s, std::string(AsStringView(p.span()))});
             },
             nullptr, max) {}
   std::vector<Got> got;
@@ -51,16 +51,16 @@ struct Recorder {
 // The stream of three frames used by most tests.
 Bytes ThreeFrames() {
   Bytes s;
-  AppendFrame(&s, D(2), server::kFrameOk, "chunk two");
-  AppendFrame(&s, D(1), server::kFrameNotFound, "");
-  AppendFrame(&s, D(3), server::kFrameError, "read error: EIO");
+  AppendFrame(&s, D(2), kFrameOk, "chunk two");
+  AppendFrame(&s, D(1), kFrameNotFound, "");
+  AppendFrame(&s, D(3), kFrameError, "read error: EIO");
   return s;
 }
 
 const std::vector<Got> kThreeFramesGot = {
-    {1, server::kFrameOk, "chunk two"},
-    {0, server::kFrameNotFound, ""},
-    {2, server::kFrameError, "read error: EIO"},
+    {1, kFrameOk, "chunk two"},
+    {0, kFrameNotFound, ""},
+    {2, kFrameError, "read error: EIO"},
 };
 
 TEST(ChunkFramesTest, WholeStreamInOnePiece) {
@@ -99,51 +99,84 @@ TEST(ChunkFramesTest, AnySplitGivesTheSameFrames) {
 
 TEST(ChunkFramesTest, OkPayloadGoesToTheCallersBuffer) {
   std::vector<crypto::Digest> asked = {D(1), D(2)};
-  Bytes reader_buffer = {9, 9, 9};  // cleared before use
-  std::vector<std::pair<size_t, Bytes*>> where;
+  ReadBuffer reader_buffer;  // its content is replaced
+  reader_buffer.Resize(3);
+  std::vector<std::pair<size_t, ReadBuffer*>> where;
   ChunkFrameParser parser(
-      asked, [&](size_t i, uint8_t, Bytes& p) { where.emplace_back(i, &p); },
-      [&](size_t i, uint8_t status) -> Bytes* {
-        return i == 0 && status == server::kFrameOk ? &reader_buffer : nullptr;
+      asked, [&](size_t i, uint8_t, ReadBuffer& p) { where.emplace_back(i, &p); },
+      [&](size_t i, uint8_t status) -> ReadBuffer* {
+        return i == 0 && status == kFrameOk ? &reader_buffer : nullptr;
       });
   Bytes s;
-  AppendFrame(&s, D(1), server::kFrameOk, "abc");
-  AppendFrame(&s, D(2), server::kFrameOk, "xyz");
+  AppendFrame(&s, D(1), kFrameOk, "abc");
+  AppendFrame(&s, D(2), kFrameOk, "xyz");
   ASSERT_TRUE(parser.Feed(s).ok());
   ASSERT_EQ(where.size(), 2u);
   EXPECT_EQ(where[0].second, &reader_buffer);
-  EXPECT_EQ(AsStringView(reader_buffer), "abc");
+  EXPECT_EQ(AsStringView(reader_buffer.span()), "abc");
   EXPECT_NE(where[1].second, &reader_buffer);
+}
+
+// Want() hands out the memory a payload goes to: the caller's buffer itself,
+// so a transport can decrypt into it with no copy in between.
+TEST(ChunkFramesTest, WantIsTheCallersMemory) {
+  std::vector<crypto::Digest> asked = {D(1)};
+  ReadBuffer reader_buffer;
+  bool done = false;
+  ChunkFrameParser parser(
+      asked, [&](size_t, uint8_t, ReadBuffer& p) { done = &p == &reader_buffer; },
+      [&](size_t, uint8_t) -> ReadBuffer* { return &reader_buffer; });
+  Bytes s;
+  AppendFrame(&s, D(1), kFrameOk, "payload");
+  // The header, in two pieces.
+  MutableByteSpan want = parser.Want();
+  ASSERT_EQ(want.size(), kFrameHeaderSize);
+  std::memcpy(want.data(), s.data(), 10);
+  ASSERT_TRUE(parser.Got(10).ok());
+  want = parser.Want();
+  ASSERT_EQ(want.size(), kFrameHeaderSize - 10);
+  std::memcpy(want.data(), s.data() + 10, want.size());
+  ASSERT_TRUE(parser.Got(want.size()).ok());
+  // The payload: straight into the reader's buffer.
+  want = parser.Want();
+  ASSERT_EQ(want.size(), 7u);
+  EXPECT_EQ(want.data(), reader_buffer.data());
+  std::memcpy(want.data(), s.data() + kFrameHeaderSize, 7);
+  ASSERT_TRUE(parser.Got(7).ok());
+  EXPECT_TRUE(done);
+  EXPECT_EQ(AsStringView(reader_buffer.span()), "payload");
+  EXPECT_TRUE(parser.Want().empty());  // nothing more expected
+  EXPECT_TRUE(parser.Finish().ok());
 }
 
 TEST(ChunkFramesTest, DuplicateDigestsAreAnsweredAsOftenAsAsked) {
   Recorder r({D(5), D(5)});
   Bytes s;
-  AppendFrame(&s, D(5), server::kFrameOk, "a");
-  AppendFrame(&s, D(5), server::kFrameOk, "a");
+  AppendFrame(&s, D(5), kFrameOk, "a");
+  AppendFrame(&s, D(5), kFrameOk, "a");
   ASSERT_TRUE(r.parser.Feed(s).ok());
   EXPECT_EQ(r.got.size(), 2u);
   EXPECT_TRUE(r.parser.answered(0));
   EXPECT_TRUE(r.parser.answered(1));
   // A third answer is one too many.
   Bytes more;
-  AppendFrame(&more, D(5), server::kFrameOk, "a");
+  AppendFrame(&more, D(5), kFrameOk, "a");
   Status st = r.parser.Feed(more);
   EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
-  EXPECT_NE(st.message().find("not asked for"), std::string_view::npos) << st.ToString();
+  EXPECT_NE(st.message().find("after the last frame"), std::string_view::npos) << st.ToString();
 }
 
 TEST(ChunkFramesTest, DigestNotAskedForIsDataLossAndSticks) {
   Recorder r({D(1)});
   Bytes s;
-  AppendFrame(&s, D(7), server::kFrameOk, "x");
+  AppendFrame(&s, D(7), kFrameOk, "x");
   Status st = r.parser.Feed(s);
   EXPECT_EQ(st.code(), StatusCode::kDataLoss);
   EXPECT_NE(st.message().find(crypto::DigestHex(D(7))), std::string_view::npos);
   EXPECT_TRUE(r.got.empty());
   // Failed for good, even for a good frame.
   Bytes good;
-  AppendFrame(&good, D(1), server::kFrameOk, "x");
+  AppendFrame(&good, D(1), kFrameOk, "x");
   EXPECT_EQ(r.parser.Feed(good).code(), StatusCode::kDataLoss);
   EXPECT_EQ(r.parser.Finish().code(), StatusCode::kDataLoss);
   EXPECT_FALSE(r.parser.answered(0));
@@ -152,8 +185,8 @@ TEST(ChunkFramesTest, DigestNotAskedForIsDataLossAndSticks) {
 TEST(ChunkFramesTest, LengthOverTheMaximumIsDataLoss) {
   Recorder r({D(1), D(2)}, 100);
   Bytes s;
-  AppendFrame(&s, D(1), server::kFrameOk, std::string(100, 'a'));  // at the maximum: fine
-  AppendFrame(&s, D(2), server::kFrameOk, "", 101);
+  AppendFrame(&s, D(1), kFrameOk, std::string(100, 'a'));  // at the maximum: fine
+  AppendFrame(&s, D(2), kFrameOk, "", 101);
   Status st = r.parser.Feed(s);
   EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
   EXPECT_NE(st.message().find("101 bytes"), std::string_view::npos) << st.ToString();
@@ -161,7 +194,7 @@ TEST(ChunkFramesTest, LengthOverTheMaximumIsDataLoss) {
   // The default maximum refuses a 4 GiB frame before allocating anything.
   Recorder big({D(1)});
   Bytes h;
-  AppendFrame(&h, D(1), server::kFrameOk, "", UINT32_MAX - 1);
+  AppendFrame(&h, D(1), kFrameOk, "", UINT32_MAX - 1);
   EXPECT_EQ(big.parser.Feed(h).code(), StatusCode::kDataLoss);
 }
 
@@ -187,10 +220,11 @@ TEST(ChunkFramesTest, TruncatedStreamsLeaveDigestsUnanswered) {
 TEST(ChunkFramesTest, BytesAfterTheLastFrame) {
   Recorder r({D(1)});
   Bytes s;
-  AppendFrame(&s, D(1), server::kFrameOk, "x");
+  AppendFrame(&s, D(1), kFrameOk, "x");
   s.push_back(0);
-  ASSERT_TRUE(r.parser.Feed(s).ok());  // could be the start of a header…
-  EXPECT_EQ(r.parser.Finish().code(), StatusCode::kDataLoss);  // …but the stream ended
+  // Every digest asked was answered: nothing may follow.
+  EXPECT_EQ(r.parser.Feed(s).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(r.parser.Finish().code(), StatusCode::kDataLoss);
   EXPECT_TRUE(r.parser.answered(0));
 }
 
@@ -208,9 +242,9 @@ TEST(ChunkFramesTest, EmptyAnswerToNothingAsked) {
   EXPECT_TRUE(r.parser.Feed({}).ok());
   EXPECT_TRUE(r.parser.Finish().ok());
   Bytes s;
-  AppendFrame(&s, D(1), server::kFrameOk, "");
+  AppendFrame(&s, D(1), kFrameOk, "");
   EXPECT_EQ(r.parser.Feed(s).code(), StatusCode::kDataLoss);
 }
 
 }  // namespace
-}  // namespace cairn::remote
+}  // namespace cairn::protocol

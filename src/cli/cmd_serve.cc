@@ -111,6 +111,18 @@ int WaitForStop(Context& ctx, const sigset_t& signals, FileLogger* log_file) {
 }
 
 Status Serve(Context& ctx, const ServeArgs& args) {
+  // SIGINT, SIGTERM and SIGHUP are taken by sigwait below. They are blocked
+  // first of all: every thread started from here on (the datastores', the
+  // API's, the server's) inherits the mask, and a thread started before it
+  // would take a SIGTERM or SIGHUP with the default action and kill the
+  // server without a graceful stop.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
   CAIRN_ASSIGN_OR_RETURN(server::ServerConfig config, BuildConfig(args));
   // The state directory holds the token hashes, the TLS key, the tasks and
   // the audit log: made 0700, as `cairn token` makes it.
@@ -157,15 +169,6 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   auto api = std::make_shared<server::Api>(*ctx.env, *ctx.logger, *tokens, std::move(stores),
                                            std::move(api_options));
 
-  // SIGINT and SIGTERM are taken by sigwait below; every thread the server
-  // starts inherits the mask, so none of them is interrupted.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
   CAIRN_ASSIGN_OR_RETURN(
       auto http,
       net::HttpServer::Start(
@@ -176,10 +179,11 @@ Status Serve(Context& ctx, const ServeArgs& args) {
           [api](const net::HttpRequest& header) { return api->Admit(header); }));
   std::string urls;
   for (const std::string& e : http->endpoints()) urls += (urls.empty() ? "" : ", ") + ("https://" + e);
-  // One line on stdout that scripts (and the tests) wait for.
+  ctx.logger->Info("serving {} with state in {}", fmt::join(names, ", "), config.state_dir);
+  // One line on stdout that scripts (and the tests) wait for: the last thing
+  // before READY, so whoever reads it finds the log started.
   fmt::print("cairn serve: listening on {} (certificate fingerprint {})\n", urls, fingerprint);
   std::fflush(stdout);
-  ctx.logger->Info("serving {} with state in {}", fmt::join(names, ", "), config.state_dir);
   sd_notifyf(0, "READY=1\nSTATUS=listening on %s", urls.c_str());
   const int sig = WaitForStop(ctx, signals, log_file);
   sd_notify(0, "STOPPING=1\nSTATUS=stopping: finishing requests in progress");

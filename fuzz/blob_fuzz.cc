@@ -4,6 +4,7 @@
 // ("resealed") so the fuzzer reaches the checks and the zstd path behind the
 // CRC. Invariants: Check and Decode agree on success; a decoded plaintext has
 // the header's raw size and survives an encode/decode round trip.
+#include <cstdio>
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -21,7 +22,7 @@ using cairn::Bytes;
 #define FUZZ_CHECK(cond)                                              \
   do {                                                                \
     if (!(cond)) {                                                    \
-      __builtin_printf("blob_fuzz: invariant failed: %s\n", #cond);   \
+      __builtin_fprintf(stderr, "blob_fuzz: invariant failed: %s\n", #cond);   \
       std::abort();                                                   \
     }                                                                 \
   } while (0)
@@ -39,7 +40,7 @@ void DecodeWithKey(ByteSpan data) {
   auto plain = cairn::blob::Decode(data, key.get());
   if (!plain.ok()) {
     FUZZ_CHECK(plain.status().code() == cairn::StatusCode::kDataLoss ||
-               plain.status().code() == cairn::StatusCode::kFailedPrecondition);
+               plain.status().code() == cairn::StatusCode::kUnauthenticated);
     return;
   }
   cairn::blob::EncodeOptions options;
@@ -63,9 +64,9 @@ void DecodeOne(ByteSpan data) {
   FUZZ_CHECK(header->stored_size == data.size() - cairn::blob::kHeaderSize);
   FUZZ_CHECK(header->raw_size <= cairn::blob::kMaxRawSize);
   if (!plain.ok()) {
-    // FailedPrecondition: encrypted, and no key given.
+    // Unauthenticated: encrypted, and no key given (or another key).
     FUZZ_CHECK(plain.status().code() == cairn::StatusCode::kDataLoss ||
-               plain.status().code() == cairn::StatusCode::kFailedPrecondition);
+               plain.status().code() == cairn::StatusCode::kUnauthenticated);
     DecodeWithKey(data);
     return;
   }

@@ -8,6 +8,7 @@
 // and both must agree; every frame answers a digest asked, each at most
 // once, with a payload within the maximum, and Finish() is OK only when
 // every digest was answered.
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -19,7 +20,7 @@
 #define FUZZ_CHECK(cond)                                                     \
   do {                                                                       \
     if (!(cond)) {                                                           \
-      __builtin_printf("chunk_frames_fuzz: invariant failed: %s\n", #cond); \
+      __builtin_fprintf(stderr, "chunk_frames_fuzz: invariant failed: %s\n", #cond); \
       std::abort();                                                          \
     }                                                                        \
   } while (0)
@@ -92,7 +93,7 @@ Outcome Parse(const std::vector<cairn::crypto::Digest>& asked, ByteSpan stream, 
         off += n;
       } else {
         n = std::min(n, want.size());
-        std::memcpy(want.data(), stream.data() + off, n);
+        if (n > 0) std::memcpy(want.data(), stream.data() + off, n);
         s = parser.Got(n);
         off += n;
       }

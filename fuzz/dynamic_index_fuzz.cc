@@ -6,6 +6,7 @@
 // encoding is canonical), its chunks are 1..blob::kMaxRawSize bytes and add
 // up to the stream size, and FindChunk maps each chunk's first, middle and
 // last byte to that chunk.
+#include <cstdio>
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -25,7 +26,7 @@ using cairn::index::kDynamicIndexHeaderSize;
 #define FUZZ_CHECK(cond)                                                     \
   do {                                                                       \
     if (!(cond)) {                                                           \
-      __builtin_printf("dynamic_index_fuzz: invariant failed: %s\n", #cond); \
+      __builtin_fprintf(stderr, "dynamic_index_fuzz: invariant failed: %s\n", #cond); \
       std::abort();                                                          \
     }                                                                        \
   } while (0)

@@ -4,6 +4,7 @@
 // recomputed so the fuzzer reaches the field checks behind it. Invariants:
 // a decoded index re-encodes to exactly the input bytes (the encoding is
 // canonical), and its chunk lengths add up to the image size.
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 
@@ -19,7 +20,7 @@ using cairn::Bytes;
 #define FUZZ_CHECK(cond)                                                   \
   do {                                                                     \
     if (!(cond)) {                                                         \
-      __builtin_printf("fixed_index_fuzz: invariant failed: %s\n", #cond); \
+      __builtin_fprintf(stderr, "fixed_index_fuzz: invariant failed: %s\n", #cond); \
       std::abort();                                                        \
     }                                                                      \
   } while (0)

@@ -8,6 +8,7 @@
 // a length-delimited body never yields more than its length; every error
 // is DataLoss (garbage) or Unavailable (cut), never anything else; the
 // body read in one piece and in pieces gives the same bytes and verdict.
+#include <cstdio>
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -20,7 +21,7 @@
 #define FUZZ_CHECK(cond)                                                   \
   do {                                                                     \
     if (!(cond)) {                                                         \
-      __builtin_printf("http_body_fuzz: invariant failed: %s\n", #cond);   \
+      __builtin_fprintf(stderr, "http_body_fuzz: invariant failed: %s\n", #cond);   \
       std::abort();                                                        \
     }                                                                      \
   } while (0)

@@ -18,6 +18,7 @@
 //   - only GET /api/v1/version answers 200 without a real token;
 //   - a 200 from …/file returns one of the planted snapshot files, nothing
 //     else (no path leaves the snapshot directory).
+#include <cstdio>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -44,7 +45,7 @@
 #define FUZZ_CHECK(cond)                                                     \
   do {                                                                       \
     if (!(cond)) {                                                           \
-      __builtin_printf("http_request_fuzz: invariant failed: %s\n", #cond); \
+      __builtin_fprintf(stderr, "http_request_fuzz: invariant failed: %s\n", #cond); \
       std::abort();                                                          \
     }                                                                        \
   } while (0)
@@ -64,7 +65,7 @@ constexpr int kMaxRequests = 4;
 
 void Check(const cairn::Status& s, const char* what) {
   if (!s.ok()) {
-    __builtin_printf("http_request_fuzz: setup: %s: %s\n", what, s.ToString().c_str());
+    __builtin_fprintf(stderr, "http_request_fuzz: setup: %s: %s\n", what, s.ToString().c_str());
     std::abort();
   }
 }

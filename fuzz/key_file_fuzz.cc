@@ -4,6 +4,7 @@
 // is input like any other: parsing either succeeds with parameters inside
 // the documented bounds or fails with DataLoss, never crashes. Unwrapping is
 // not fuzzed (each try runs the KDF); the unit tests cover its failures.
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 
@@ -12,7 +13,7 @@
 #define FUZZ_CHECK(cond)                                                \
   do {                                                                  \
     if (!(cond)) {                                                      \
-      __builtin_printf("key_file_fuzz: invariant failed: %s\n", #cond); \
+      __builtin_fprintf(stderr, "key_file_fuzz: invariant failed: %s\n", #cond); \
       std::abort();                                                     \
     }                                                                   \
   } while (0)

@@ -5,6 +5,7 @@
 // JSON text wrapped in a valid blob, so the fuzzer works on the JSON schema
 // checks rather than on the blob CRC. Invariant: a decoded manifest survives
 // a JSON round trip unchanged.
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -20,7 +21,7 @@ using cairn::index::Manifest;
 #define FUZZ_CHECK(cond)                                                \
   do {                                                                  \
     if (!(cond)) {                                                      \
-      __builtin_printf("manifest_fuzz: invariant failed: %s\n", #cond); \
+      __builtin_fprintf(stderr, "manifest_fuzz: invariant failed: %s\n", #cond); \
       std::abort();                                                     \
     }                                                                   \
   } while (0)

@@ -8,6 +8,7 @@
 // Invariants: no crash, leak or sanitizer finding; what the server writes
 // stays within a bound proportional to what it was sent (no amplification
 // beyond one maximal read per request header).
+#include <cstdio>
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -84,7 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Each 16-byte option or 28-byte request earns at most one maximal answer.
   const uint64_t bound = 4096 + (size / 16 + 1) * (info.max_request + 4096);
   if (in.written() > bound) {
-    __builtin_printf("nbd_session_fuzz: wrote %llu bytes for %zu\n",
+    __builtin_fprintf(stderr, "nbd_session_fuzz: wrote %llu bytes for %zu\n",
                      static_cast<unsigned long long>(in.written()), size);
     std::abort();
   }

@@ -3,6 +3,7 @@
 // store, which cairn does not trust. Every parser must return a value or an
 // error, never crash; and what it accepts must survive a round trip: the
 // text of every element, escaped and parsed again, gives the same text.
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -14,7 +15,7 @@
 #define FUZZ_CHECK(cond)                                                 \
   do {                                                                   \
     if (!(cond)) {                                                       \
-      __builtin_printf("s3_xml_fuzz: invariant failed: %s\n", #cond);   \
+      __builtin_fprintf(stderr, "s3_xml_fuzz: invariant failed: %s\n", #cond);   \
       std::abort();                                                      \
     }                                                                    \
   } while (0)

@@ -7,6 +7,7 @@
 // and gives the same result either way; a decoded tree re-encodes to exactly
 // the input stream (the encoding is canonical) and decodes to the same
 // entries.
+#include <cstdio>
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -23,7 +24,7 @@ using cairn::tree::Entry;
 #define FUZZ_CHECK(cond)                                            \
   do {                                                              \
     if (!(cond)) {                                                  \
-      __builtin_printf("tree_fuzz: invariant failed: %s\n", #cond); \
+      __builtin_fprintf(stderr, "tree_fuzz: invariant failed: %s\n", #cond); \
       std::abort();                                                 \
     }                                                               \
   } while (0)

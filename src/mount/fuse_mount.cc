@@ -279,6 +279,12 @@ Result<FuseMountResult> RunFuseMount(SnapshotFs& fs, const FuseMountOptions& opt
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  // fuse_session_new parses `args` into a copy libfuse allocates (allocated
+  // = 1); it is ours to free, as libfuse's examples do.
+  struct FreeArgs {
+    fuse_args* args;
+    ~FreeArgs() { fuse_opt_free_args(args); }
+  } free_args{&args};
   Session session{&fs, &options};
   const fuse_lowlevel_ops ops = Operations();
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &session);

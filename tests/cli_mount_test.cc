@@ -441,7 +441,7 @@ TEST_F(MountTest, ConcurrentReadsOfOneChunkFetchItOnce) {
   }
   for (auto& t : readers) t.join();
   EXPECT_EQ(ok.load(), kReaders);
-  EXPECT_EQ(m->Stop(SIGTERM), kExitOk);
+  EXPECT_EQ(m->Stop(SIGTERM), kExitOk) << m->err();
   const std::string err = m->err();
   EXPECT_NE(err.find("fetched 1 chunks"), std::string::npos) << err;
   std::smatch joined;

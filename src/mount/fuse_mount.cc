@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,12 +24,41 @@ namespace {
 constexpr double kStableTimeout = 3600;  // seconds: inside a snapshot
 constexpr double kDynamicTimeout = 1;    // listings that change, `latest`
 
+struct DirHandle;
+
+// Open file and directory handles. The kernel sends RELEASE after a close,
+// but not for handles still open (or not yet released) when the file system
+// is unmounted: those are freed when the session ends.
+class OpenHandles {
+ public:
+  void Add(void* h) {
+    std::lock_guard lock(mu_);
+    open_.insert(h);
+  }
+  // False when `h` was not open (never registered, or freed already).
+  bool Remove(void* h) {
+    std::lock_guard lock(mu_);
+    return open_.erase(h) == 1;
+  }
+  std::unordered_set<void*> TakeAll() {
+    std::lock_guard lock(mu_);
+    return std::exchange(open_, {});
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_set<void*> open_;
+};
+
 struct Session {
   SnapshotFs* fs;
   const FuseMountOptions* options;
+  OpenHandles files;
+  OpenHandles dirs;
 };
 
-SnapshotFs& Fs(fuse_req_t req) { return *static_cast<Session*>(fuse_req_userdata(req))->fs; }
+Session& SessionOf(fuse_req_t req) { return *static_cast<Session*>(fuse_req_userdata(req)); }
+SnapshotFs& Fs(fuse_req_t req) { return *SessionOf(req).fs; }
 
 int ErrnoOf(const Status& s, int invalid = EINVAL) {
   switch (s.code()) {
@@ -129,7 +161,8 @@ void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fi->cache_readdir = 1;  // a snapshot's directories never change
     fi->keep_cache = 1;
   }
-  if (fuse_reply_open(req, fi) != 0) delete h;
+  SessionOf(req).dirs.Add(h);
+  if (fuse_reply_open(req, fi) != 0 && SessionOf(req).dirs.Remove(h)) delete h;
 }
 
 void ReadDirImpl(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) {
@@ -165,7 +198,8 @@ void OnReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file
   ReadDirImpl(req, size, off, fi, true);
 }
 void OnReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<DirHandle*>(fi->fh);
+  auto* h = reinterpret_cast<DirHandle*>(fi->fh);
+  if (SessionOf(req).dirs.Remove(h)) delete h;
   fuse_reply_err(req, 0);
 }
 
@@ -182,7 +216,8 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   SnapshotFs::File* file = f->release();
   fi->fh = reinterpret_cast<uint64_t>(file);
   fi->keep_cache = 1;  // the content never changes: keep the page cache across opens
-  if (fuse_reply_open(req, fi) != 0) delete file;
+  SessionOf(req).files.Add(file);
+  if (fuse_reply_open(req, fi) != 0 && SessionOf(req).files.Remove(file)) delete file;
 }
 
 void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
@@ -198,7 +233,8 @@ void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
 }
 
 void OnRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<SnapshotFs::File*>(fi->fh);
+  auto* file = reinterpret_cast<SnapshotFs::File*>(fi->fh);
+  if (SessionOf(req).files.Remove(file)) delete file;
   fuse_reply_err(req, 0);
 }
 
@@ -285,7 +321,7 @@ Result<FuseMountResult> RunFuseMount(SnapshotFs& fs, const FuseMountOptions& opt
     fuse_args* args;
     ~FreeArgs() { fuse_opt_free_args(args); }
   } free_args{&args};
-  Session session{&fs, &options};
+  Session session{&fs, &options, {}, {}};
   const fuse_lowlevel_ops ops = Operations();
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &session);
   if (se == nullptr) return InternalError("fuse_session_new failed (see libfuse's message above)");
@@ -317,6 +353,10 @@ Result<FuseMountResult> RunFuseMount(SnapshotFs& fs, const FuseMountOptions& opt
   result.signal = rc > 0 ? rc : 0;
   fuse_remove_signal_handlers(se);
   fuse_session_unmount(se);
+  // Handles the kernel never released (open at the unmount): freed before
+  // the file system they point into goes away.
+  for (void* h : session.files.TakeAll()) delete static_cast<SnapshotFs::File*>(h);
+  for (void* h : session.dirs.TakeAll()) delete static_cast<DirHandle*>(h);
   if (rc < 0 && rc != -ENODEV) {
     return ErrnoToStatus(-rc, "FUSE session on " + options.mountpoint);
   }

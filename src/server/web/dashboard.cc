@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "base/markup.h"
 #include "protocol/messages.h"
 #include "server/web/web_assets.h"
 
@@ -31,21 +32,6 @@ net::ResponseWriter::Headers SecurityHeaders() {
 std::string Cookie(std::string_view name, std::string_view value, int64_t max_age) {
   return fmt::format("{}={}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age={}", name, value,
                      max_age);
-}
-
-std::string HtmlEscape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 std::string Header(const net::HttpRequest& r, const std::string& name) {
@@ -178,7 +164,7 @@ void Dashboard::LoginPage(const net::HttpRequest&, net::ResponseWriter& w, int s
     for (size_t at; (at = page.find(key)) != std::string::npos;) page.replace(at, key.size(), value);
   };
   replace("{{csrf}}", csrf);
-  replace("{{error}}", error.empty() ? "" : "<p class=\"error\" id=\"login-error\">" + HtmlEscape(error) + "</p>");
+  replace("{{error}}", error.empty() ? "" : "<p class=\"error\" id=\"login-error\">" + EscapeMarkup(error) + "</p>");
   net::ResponseWriter::Headers headers = SecurityHeaders();
   headers.emplace_back("Set-Cookie", Cookie(kLoginCookie, csrf, 3600));
   for (auto& h : extra) headers.push_back(std::move(h));

@@ -116,7 +116,7 @@ async function loadStores() {
           stat('dedup', s.dedup_factor ? s.dedup_factor.toFixed(2) + '×' : '–'),
           stat('chunks', s.chunks.toLocaleString('en')),
           stat('last verify', when(s.last_verify), s.failed_verify ? 'bad' : ''),
-          stat('verify state', s.failed_verify ? s.failed_verify + ' failed' : s.never_verified ? s.never_verified + ' never verified' : 'all verified', s.failed_verify ? 'bad' : s.never_verified ? 'warn' : 'good'),
+          stat('verify state', !s.snapshots ? 'no snapshots' : s.failed_verify ? s.failed_verify + ' failed' : s.never_verified ? s.never_verified + ' never verified' : 'all verified', s.failed_verify ? 'bad' : s.never_verified ? 'warn' : s.snapshots ? 'good' : ''),
           stat('bad chunks', s.bad_chunks, s.bad_chunks ? 'bad' : ''),
           stat('last gc', s.last_gc ? when(s.last_gc.time) + ', freed ' + bytes(s.last_gc.removed_bytes) : 'never'));
         // Widths set from script (the page's CSP allows no inline styles).

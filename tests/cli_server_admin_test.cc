@@ -102,6 +102,17 @@ TEST_F(ServerAdminTest, StatusPruneForgetProtectNotesAndGcThroughTheServer) {
   r = Remote("protect", {"host/web1/latest"}, admin_);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(r.out, "protected " + Snap("host/web1", 13) + "\n");
+  // A client's listing shows the flag, as a local one does (it read false).
+  auto listed = [&](const std::string& snap) {
+    RunResult l = Remote("snapshots", {"host/web1", "--json"}, reader_);
+    EXPECT_EQ(l.exit_code, 0) << l.Describe();
+    for (const auto& e : ParseJson(l.out)) {
+      if (e["snapshot"] == snap) return e;
+    }
+    ADD_FAILURE() << snap << " not listed: " << l.out;
+    return nlohmann::json();
+  };
+  EXPECT_EQ(listed(Snap("host/web1", 13))["protected"], true);
   r = Remote("forget", {Snap("host/web1", 13)}, admin_);
   EXPECT_EQ(r.exit_code, 1) << r.Describe();
   EXPECT_NE(r.err.find("protected"), std::string::npos) << r.Describe();
@@ -111,6 +122,7 @@ TEST_F(ServerAdminTest, StatusPruneForgetProtectNotesAndGcThroughTheServer) {
   r = Remote("unprotect", {Snap("host/web1", 13), "--json"}, admin_);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(ParseJson(r.out)["protected"], false);
+  EXPECT_EQ(listed(Snap("host/web1", 13))["protected"], false);
 
   // notes: set, then read back.
   r = Remote("notes", {Snap("host/web1", 12), "--set", "before the upgrade"}, admin_);
@@ -120,6 +132,7 @@ TEST_F(ServerAdminTest, StatusPruneForgetProtectNotesAndGcThroughTheServer) {
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(r.out, "before the upgrade\n");
   EXPECT_EQ(Local("notes", {Snap("host/web1", 12)}).out, "before the upgrade\n");
+  EXPECT_EQ(listed(Snap("host/web1", 12))["notes"], "before the upgrade");
 
   // forget.
   r = Remote("forget", {Snap("host/web1", 13)}, admin_);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "index/manifest.h"
+#include "maintenance/prune.h"
 #include "remote/remote_backend.h"
 #include "remote/remote_chunk_source.h"
 
@@ -162,6 +163,32 @@ Result<FileInfo> MirrorEnv::Stat(const std::string& path) {
 
 namespace {
 
+// The protection marker and the notes of a snapshot, as the server's list
+// entry gives them (absent: unprotected, no notes), written to or removed
+// from its mirror directory so that `snapshots` reads them as locally.
+Status MirrorSideFiles(Env& env, const std::string& dir, const json& entry) {
+  const std::string marker = JoinPath(dir, maintenance::kProtectedFileName);
+  const bool is_protected = entry.contains("protected") && entry["protected"].is_boolean() &&
+                            entry["protected"].get<bool>();
+  if (is_protected != env.Stat(marker).ok()) {
+    CAIRN_RETURN_IF_ERROR(is_protected ? WriteFileReplacing(env, marker, Bytes{})
+                                       : env.RemoveFile(marker));
+  }
+  const std::string notes_path = JoinPath(dir, maintenance::kNotesFileName);
+  std::string notes;
+  if (entry.contains("notes")) {
+    if (!entry["notes"].is_string()) return DataLossError("malformed notes in the server's list");
+    notes = entry["notes"].get<std::string>();
+  }
+  auto old = ReadWholeFile(env, notes_path, kMaxMirrorFile);
+  if (notes.empty()) {
+    if (old.ok()) CAIRN_RETURN_IF_ERROR(env.RemoveFile(notes_path));
+  } else if (!old.ok() || AsStringView(*old) != notes) {
+    CAIRN_RETURN_IF_ERROR(WriteFileReplacing(env, notes_path, AsBytes(notes)));
+  }
+  return Status::Ok();
+}
+
 // Brings the mirror's snapshots (manifests, verify states) in line with the
 // server's list: new and changed ones written, forgotten ones removed.
 Status SyncSnapshotList(Env& env, RemoteClient& client_ref, const datastore::Datastore& store_ref) {
@@ -205,6 +232,7 @@ Status SyncSnapshotList(Env& env, RemoteClient& client_ref, const datastore::Dat
       auto old = ReadWholeFile(env, state_path, kMaxMirrorFile);
       if (!old.ok() || *old != state) CAIRN_RETURN_IF_ERROR(WriteFileReplacing(env, state_path, state));
     }
+    CAIRN_RETURN_IF_ERROR(MirrorSideFiles(env, dir, entry));
   }
   // Snapshots forgotten on the server leave the mirror.
   CAIRN_ASSIGN_OR_RETURN(auto local_snaps, store->ListAllSnapshots());

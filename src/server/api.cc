@@ -14,6 +14,7 @@
 #include "index/dynamic_index.h"
 #include "index/fixed_index.h"
 #include "index/manifest.h"
+#include "maintenance/prune.h"
 #include "server/api_request.h"
 
 namespace cairn::server {
@@ -307,6 +308,12 @@ void Request::ListSnapshots() {
                   {"manifest", ToHex(*manifest)}};
     auto verify = ReadWholeFile(api_.env, JoinPath(dir, datastore::kVerifyStateFileName), 1 << 20);
     if (verify.ok()) entry["verify"] = ToHex(*verify);
+    // Protection and notes live beside the manifest, so a client's listing
+    // shows them as a local one does.
+    auto is_protected = maintenance::IsProtected(*store_, snap);
+    if (is_protected.ok() && *is_protected) entry["protected"] = true;
+    auto notes = maintenance::ReadNotes(*store_, snap);
+    if (notes.ok() && !notes->empty()) entry["notes"] = *notes;
     list.push_back(std::move(entry));
   }
   SendJson(200, json{{"store", store_name_}, {"snapshots", std::move(list)}});

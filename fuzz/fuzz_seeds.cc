@@ -120,9 +120,11 @@ bool WriteTreeSeeds(const std::filesystem::path& out, int& n) {
 }  // namespace
 
 // Requests as a client sends them (http_request_fuzz): every route, with the
-// token placeholders $R (reader), $B (backup), $A (admin), and a keep-alive
+// token placeholders $R (reader), $B (backup), $A (admin), the dashboard's
+// session placeholders $S (cookie) and $C (CSRF token), and a keep-alive
 // pair on one connection.
 bool WriteHttpRequestSeeds(const std::filesystem::path& out, int& n) {
+  using namespace std::string_literals;
   const auto dir = out / "http_request_fuzz";
   const std::string snap = "ns=&snapshot=vm/100/2026-01-01T00:00:00Z";
   const std::string chunk(64, '1');
@@ -146,6 +148,17 @@ bool WriteHttpRequestSeeds(const std::filesystem::path& out, int& n) {
            "POST /api/v1/stores/main/chunks HTTP/1.1\r\nAuthorization: Bearer $A\r\n"
            "Transfer-Encoding: chunked\r\n\r\n20\r\n" + digests.substr(0, 32) + "\r\n0\r\n\r\n",
            get("/api/v1/version", "") + get("/api/v1/stores/other/snapshots", "$A"),
+           // The web dashboard: pages, the login form, and the API with the
+           // session ($S) and its CSRF token ($C).
+           get("/", "") + get("/ui/login", "") + get("/ui/app.js", ""),
+           "POST /ui/login HTTP/1.1\r\nCookie: __Host-cairn_login=ab\r\n"s +
+           "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 20\r\n\r\n"
+           "token=a%3Ab&csrf=ab+",
+           "GET /api/v1/stores/main/snapshots?details=1 HTTP/1.1\r\n"
+           "Cookie: __Host-cairn_session=$S\r\n\r\n"s,
+           "PUT /api/v1/stores/main/protected?" + snap + " HTTP/1.1\r\n"
+           "Cookie: __Host-cairn_session=$S\r\nX-CSRF-Token: $C\r\nContent-Length: 19\r\n\r\n"
+           "{\"protected\": true}",
        }) {
     ok = ok && Write(dir, n++, cairn::AsBytes(req));
   }

@@ -8,14 +8,19 @@
 // The input is what a client sends on one connection: up to 4 pipelined
 // requests. A token's secret cannot be guessed, so in an Authorization
 // header "$R", "$B" and "$A" are replaced by the reader's, backup's and
-// admin's NAME:SECRET (the dictionary has them).
+// admin's NAME:SECRET (the dictionary has them); likewise, in a Cookie
+// header "$S" is replaced by the value of an admin's web dashboard session
+// and in an X-CSRF-Token header "$C" by its CSRF token (the session is made
+// again when an input logged it out).
 //
 // Invariants, beyond no crash and clean sanitizers:
 //   - the parser never hands on a body over its limit;
 //   - a target that decodes has a path starting with '/' and no NUL;
 //   - the API answers every request (once), never with a 5xx, and with a
-//     JSON error body for every status >= 400;
-//   - only GET /api/v1/version answers 200 without a real token;
+//     JSON error body for every status >= 400 under /api/;
+//   - under /api/, only GET /api/v1/version answers 200 without a real
+//     token or session; the dashboard's pages (/, /ui/…) answer without
+//     one only the login form and the embedded assets, never a secret;
 //   - a 200 from …/file returns one of the planted snapshot files, nothing
 //     else (no path leaves the snapshot directory).
 #include <cstdio>
@@ -41,6 +46,7 @@
 #include "net/http_server.h"
 #include "server/api.h"
 #include "server/tokens.h"
+#include "server/web/dashboard.h"
 
 #define FUZZ_CHECK(cond)                                                     \
   do {                                                                       \
@@ -74,10 +80,11 @@ void Check(const cairn::Status& s, const char* what) {
 // (as the server would, piece by piece).
 class MemoryWriter final : public cairn::net::ResponseWriter {
  public:
-  void Send(int status, std::string_view content_type, Bytes body, const Headers&) override {
+  void Send(int status, std::string_view content_type, Bytes body, const Headers& h) override {
     ++responses;
     if (responded_) return;
     responded_ = true;
+    headers = h;
     this->status = status;
     this->content_type = std::string(content_type);
     this->body = std::move(body);
@@ -103,6 +110,7 @@ class MemoryWriter final : public cairn::net::ResponseWriter {
 
   int responses = 0;
   int status = 0;
+  Headers headers;
   std::string content_type;
   Bytes body;
   bool streaming = false;
@@ -173,6 +181,52 @@ struct World {
     options.max_failed_logins_per_minute = 0;
     api = std::make_unique<cairn::server::Api>(*env, *logger, *tokens, std::move(stores),
                                               options);
+    EnsureSession();
+  }
+
+  // An admin's dashboard session, logged in through the login form as a
+  // browser would; made again when the last input ended it.
+  std::string session, csrf;  // the cookie's value, its CSRF token
+  void EnsureSession() {
+    if (!session.empty() &&
+        Call("GET", "/ui/session", "", {{"cookie", std::string(cairn::server::kSessionCookie) + "=" + session}})
+                .status == 200) {
+      return;
+    }
+    MemoryWriter form = Call("GET", "/ui/login", "", {});
+    std::string login = CookieOf(form, cairn::server::kLoginCookie);
+    MemoryWriter in = Call("POST", "/ui/login", "token=" + admin + "&csrf=" + login,
+                           {{"cookie", std::string(cairn::server::kLoginCookie) + "=" + login}});
+    FUZZ_CHECK(in.status == 303);
+    session = CookieOf(in, cairn::server::kSessionCookie);
+    MemoryWriter info = Call("GET", "/ui/session", "",
+                             {{"cookie", std::string(cairn::server::kSessionCookie) + "=" + session}});
+    FUZZ_CHECK(info.status == 200);
+    csrf = nlohmann::json::parse(info.body.begin(), info.body.end())["csrf"];
+  }
+
+ private:
+  MemoryWriter Call(const std::string& method, const std::string& path, const std::string& body,
+                    std::map<std::string, std::string> headers) {
+    cairn::net::HttpRequest r;
+    r.method = method;
+    r.target = r.path = path;
+    r.headers = std::move(headers);
+    r.body = Bytes(body.begin(), body.end());
+    r.peer = "127.0.0.1:1";
+    r.peer_address = "127.0.0.1";
+    MemoryWriter w;
+    api->Handle(r, w);
+    return w;
+  }
+  static std::string CookieOf(const MemoryWriter& w, std::string_view name) {
+    for (const auto& [header, value] : w.headers) {
+      if (header == "Set-Cookie" && value.starts_with(std::string(name) + "=")) {
+        return value.substr(name.size() + 1, value.find(';') - name.size() - 1);
+      }
+    }
+    FUZZ_CHECK(false);
+    return "";
   }
 };
 
@@ -220,6 +274,12 @@ void Serve(World& w, http::request<cairn::net::ByteBody>& message) {
       ReplaceAll(&value, "$B", w.backup);
       ReplaceAll(&value, "$A", w.admin);
       real_token = real_token || value.size() != before;
+    } else if (name == "cookie") {
+      size_t before = value.size();
+      ReplaceAll(&value, "$S", w.session);
+      real_token = real_token || value.size() != before;
+    } else if (name == "x-csrf-token") {
+      ReplaceAll(&value, "$C", w.csrf);
     }
     auto [it, inserted] = req.headers.emplace(name, value);
     if (!inserted) it->second += ", " + value;
@@ -237,7 +297,8 @@ void Serve(World& w, http::request<cairn::net::ByteBody>& message) {
     FUZZ_CHECK(!j.is_discarded() && j.contains("error"));
     return;
   }
-  if (!real_token) FUZZ_CHECK(req.path == "/api/v1/version");
+  const bool dashboard = cairn::server::Dashboard::Serves(req.path);
+  if (!real_token && !dashboard) FUZZ_CHECK(req.path == "/api/v1/version");
   if (message.body().size() > admission.max_body) return;  // 413
   req.tenant = admission.tenant;
   req.body = std::move(message.body());
@@ -248,11 +309,19 @@ void Serve(World& w, http::request<cairn::net::ByteBody>& message) {
   FUZZ_CHECK(res.responses == 1);
   FUZZ_CHECK(res.status >= 200 && res.status < 500);
   if (res.streaming) FUZZ_CHECK(res.ended);
-  if (res.status >= 400) {
+  if (res.status >= 400 && !dashboard) {
     auto j = nlohmann::json::parse(res.body.begin(), res.body.end(), nullptr, false);
     FUZZ_CHECK(!j.is_discarded() && j.contains("error"));
   }
-  if (res.status == 200 && !real_token) FUZZ_CHECK(req.path == "/api/v1/version");
+  if (res.status == 200 && !real_token) {
+    FUZZ_CHECK(req.path == "/api/v1/version" || req.path == "/ui/login" ||
+               (dashboard && req.path != "/" && req.path != "/ui/session"));
+  }
+  // No answer shows a token's secret (the login form never echoes one).
+  const std::string_view text = cairn::AsStringView(res.body);
+  for (const std::string* t : {&w.reader, &w.backup, &w.admin}) {
+    FUZZ_CHECK(text.find(t->substr(t->find(':') + 1)) == std::string_view::npos);
+  }
   if (res.status == 200 && req.path.ends_with("/file")) {
     FUZZ_CHECK(w.files.count(std::string(cairn::AsStringView(res.body))) == 1);
   }
@@ -262,6 +331,7 @@ void Serve(World& w, http::request<cairn::net::ByteBody>& message) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   World& w = TheWorld();
+  w.EnsureSession();
   boost::asio::const_buffer input(data, size);
   for (int n = 0; n < kMaxRequests && input.size() > 0; ++n) {
     http::request_parser<cairn::net::ByteBody> parser;

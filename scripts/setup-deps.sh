@@ -16,6 +16,9 @@ packages=(
   # The Debian package (scripts/package.sh) and its checks in CI
   # (scripts/package-check.sh: man, systemd-analyze, bash, zsh).
   debhelper dpkg-dev man-db systemd zsh
+  # The web dashboard's browser test (tests/browser/dashboard_test.py):
+  # headless Chromium driven through chromedriver by Selenium.
+  chromium chromium-driver python3-selenium
 )
 # Fuzzing and sanitizer runtimes (clang's libFuzzer), only when asked.
 if [[ "${CAIRN_WITH_FUZZ:-0}" == 1 ]]; then

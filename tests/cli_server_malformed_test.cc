@@ -377,7 +377,7 @@ TEST_F(MalformedRequestTest, CorpusGetsClientErrorsAndTheServerLives) {
 
   // API versions and routes.
   for (const std::string& t : {"/api/v2/version"s, "/api/v0/stores"s, "/api/V1/version"s,
-                               "/api//v1/version"s, "/api/v1/version/"s, "/api/v1"s, "/"s,
+                               "/api//v1/version"s, "/api/v1/version/"s, "/api/v1"s,
                                "/api/v1/stores/main"s, "/api/v1/stores/main/snapshots/x"s,
                                "/api/v1/stores/main/nothing"s, "/api/v1/stores/nosuch/snapshots"s,
                                "/.."s, "/api/v1/../../state/tokens.json"s}) {
@@ -406,6 +406,33 @@ TEST_F(MalformedRequestTest, CorpusGetsClientErrorsAndTheServerLives) {
       add("JSON " + body.substr(0, 8) + " to " + t,
           Post(t, body, "Content-Type: application/json\r\n"), k4xx);
     }
+  }
+
+  // The web dashboard (server/web/dashboard.h): its login form is reached
+  // without a token, so each bad one is refused on its own; a session
+  // cookie that is not one is no way into the API.
+  auto login = [&](const std::string& body, const std::string& extra = "") {
+    return "POST /ui/login HTTP/1.1\r\nHost: x\r\n" + extra +
+           "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  };
+  add("login form, broken escape", login("token=%zz&csrf=a"), kExact, 400);
+  add("login form, NUL", login("token=%00&csrf=a"), kExact, 400);
+  add("login form without its cookie", login("token=" + reader_ + "&csrf=abc"), kExact, 403);
+  add("login form, cookie and field differ",
+      login("token=" + reader_ + "&csrf=abc", "Cookie: __Host-cairn_login=abd\r\n"), kExact, 403);
+  add("login form over its limit", login(std::string(5000, 'a')), kExact, 413);
+  add("dashboard without a session", Get("/"), kExact, 303);
+  add("dashboard page with PUT", "PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", kExact,
+      405);
+  add("logout with GET", Get("/ui/logout"), kExact, 405);
+  add("dashboard path traversal", Get("/ui/../state/tokens.json"), kExact, 404);
+  add("dashboard template", Get("/ui/login.html"), kExact, 404);
+  for (const std::string& cookie :
+       {"__Host-cairn_session=" + std::string(64, 'a'), "__Host-cairn_session="s,
+        "__Host-cairn_session=;;;==\""s, "__Host-cairn_session=" + std::string(4000, 'f')}) {
+    add("session cookie " + cookie.substr(0, 30),
+        "GET /api/v1/stores HTTP/1.1\r\nHost: x\r\nCookie: " + cookie + "\r\n\r\n", kExact, 401);
   }
 
   Run(cases);

@@ -53,3 +53,19 @@ gtest_discover_tests(cairn_integration_tests DISCOVERY_TIMEOUT 60
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(cairn_integration_tests PRIVATE -Wno-maybe-uninitialized)
 endif()
+# The web dashboard in a real browser (headless Chromium through Selenium,
+# tests/browser/dashboard_test.py): Debian's python3 (where apt installs
+# python3-selenium), skipped (77) when Chromium, chromedriver or Selenium are
+# missing (scripts/setup-deps.sh installs them). Screenshots go to the build
+# tree's dashboard-screenshots/ (docs/img/ holds the ones the README shows).
+find_program(CAIRN_SYSTEM_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT CAIRN_SYSTEM_PYTHON)
+  find_program(CAIRN_SYSTEM_PYTHON python3)
+endif()
+if(CAIRN_SYSTEM_PYTHON)
+  add_test(NAME DashboardBrowserTest
+    COMMAND ${CAIRN_SYSTEM_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/browser/dashboard_test.py
+            $<TARGET_FILE:cairn> ${CMAKE_BINARY_DIR}/dashboard-screenshots)
+  set_tests_properties(DashboardBrowserTest PROPERTIES
+    SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS integration)
+endif()

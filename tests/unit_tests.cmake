@@ -31,6 +31,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/server/read_grants_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/scrub_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/audit_log_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/web/dashboard_test.cc
   ${PROJECT_SOURCE_DIR}/src/protocol/chunk_frames_test.cc
   ${PROJECT_SOURCE_DIR}/src/remote/remote_client_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_test.cc

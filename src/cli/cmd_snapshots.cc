@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
-#include "maintenance/prune.h"
+#include "maintenance/snapshot_info.h"
 
 namespace cairn::cli {
 namespace {
@@ -46,57 +46,22 @@ void Run(Context& ctx, const std::string& group_text) {
                "verify", "protected", "encrypted (key)", "notes");
   }
   for (const auto& snap : snaps) {
-    auto manifest = (*store)->ReadManifest(snap);
-    auto verify = (*store)->ReadVerifyState(snap);
-    // A listing shows what it can: an unreadable flag or notes file reads as
-    // none rather than hiding the snapshot.
-    auto is_protected = maintenance::IsProtected(**store, snap);
-    const bool prot = is_protected.ok() && *is_protected;
-    auto read_notes = maintenance::ReadNotes(**store, snap);
-    const std::string notes = read_notes.ok() ? *read_notes : std::string();
-    uint64_t size = 0;
-    std::string names;
-    const bool encrypted = manifest.ok() && manifest->encrypted;
-    const std::string key_print = encrypted ? crypto::FingerprintText(manifest->key_fingerprint) : "";
-    nlohmann::json archives = nlohmann::json::array();
-    if (manifest.ok()) {
-      for (const auto& a : manifest->archives) {
-        size += a.size;
-        names += (names.empty() ? "" : " ") + a.name;
-        archives.push_back({{"name", a.name}, {"size", a.size}});
-      }
-    } else {
-      names = "(manifest unreadable: run verify)";
-    }
+    const maintenance::SnapshotInfo info = maintenance::ReadSnapshotInfo(**store, snap);
     if (ctx.json) {
-      nlohmann::json v = nullptr;
-      if (verify) {
-        v = {{"state", verify->outcome == datastore::VerifyOutcome::kOk ? "ok" : "failed"},
-             {"time", datastore::FormatRfc3339(verify->time)},
-             {"errors", verify->errors}};
-      }
-      out.push_back({{"snapshot", snap.ToString()},
-                     {"ns", snap.group.ns},
-                     {"type", snap.group.type},
-                     {"id", snap.group.id},
-                     {"time", snap.TimeString()},
-                     {"size", size},
-                     {"archives", archives},
-                     {"verify", v},
-                     {"protected", prot},
-                     {"encrypted", encrypted},
-                     {"key_fingerprint", encrypted ? nlohmann::json(key_print) : nlohmann::json(nullptr)},
-                     {"notes", notes}});
-    } else {
-      std::string name = snap.group.ns.empty() ? snap.ToString()
-                                               : fmt::format("[{}] {}", snap.group.ns, snap.ToString());
-      std::string line = fmt::format("{:<40} {:>12}  {:<36} {:<24} {:<9} {:<23} {}", name,
-                                     HumanBytes(size), names, VerifyText(verify),
-                                     prot ? "yes" : "-", encrypted ? key_print : "-",
-                                     FirstLine(notes));
-      line.erase(line.find_last_not_of(' ') + 1);  // no padding after the last column
-      fmt::print("{}\n", line);
+      out.push_back(maintenance::SnapshotInfoJson(info));
+      continue;
     }
+    std::string names;
+    for (const auto& [archive, size] : info.archives) names += (names.empty() ? "" : " ") + archive;
+    if (!info.manifest_ok) names = "(manifest unreadable: run verify)";
+    std::string name = snap.group.ns.empty() ? snap.ToString()
+                                             : fmt::format("[{}] {}", snap.group.ns, snap.ToString());
+    std::string line = fmt::format("{:<40} {:>12}  {:<36} {:<24} {:<9} {:<23} {}", name,
+                                   HumanBytes(info.size), names, VerifyText(info.verify),
+                                   info.is_protected ? "yes" : "-",
+                                   info.encrypted ? info.key_print : "-", FirstLine(info.notes));
+    line.erase(line.find_last_not_of(' ') + 1);  // no padding after the last column
+    fmt::print("{}\n", line);
   }
   if (ctx.json) PrintJson(out);
 }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "base/markup.h"
+
 namespace cairn::s3 {
 namespace {
 
@@ -251,20 +253,6 @@ Result<std::string> DecodeXmlEntities(std::string_view text) {
   return out;
 }
 
-std::string EscapeXml(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out;
-}
+std::string EscapeXml(std::string_view text) { return EscapeMarkup(text); }
 
 }  // namespace cairn::s3

@@ -41,6 +41,7 @@ ApiShared::ApiShared(Env& e, Logger& l, TokenStore& t,
       audit(l, options.state_dir.empty() ? "" : JoinPath(options.state_dir, kAuditFile)),
       logins(options.max_failed_logins_per_minute > 0 ? options.max_failed_logins_per_minute
                                                       : std::numeric_limits<int>::max()),
+      dashboard(e, l, t, audit, logins),
       grants(options.max_reader_chunks, options.sessions.timeout),
       sessions(l, options.sessions) {
   for (const auto& [name, store] : stores) {
@@ -60,6 +61,7 @@ Api::Api(Env& env, Logger& logger, TokenStore& tokens,
 Api::~Api() = default;
 
 void Api::Handle(const net::HttpRequest& request, net::ResponseWriter& response) {
+  if (Dashboard::Serves(request.path)) return shared_->dashboard.Handle(request, response);
   Request(*shared_, request, response).Run();
 }
 
@@ -69,6 +71,7 @@ net::Admission Api::Admit(const net::HttpRequest& h) {
   const protocol::Route route = protocol::ParseRoute(h.path);
   // The one route without a token, and bodyless.
   if (route.kind == protocol::RouteKind::kVersion) return a;
+  if (Dashboard::Serves(h.path)) return api.dashboard.Admit(h);
 
   auto refuse = [&](int status, std::string message, std::string reason, std::string token) {
     api.audit.Record({h.peer, std::move(token), h.method, h.path, status,
@@ -89,7 +92,15 @@ net::Admission Api::Admit(const net::HttpRequest& h) {
   std::string why;
   std::string name;
   Result<Token> token = PermissionDeniedError("no token");
-  if (it == h.headers.end()) {
+  // The dashboard's requests carry a session cookie instead.
+  auto session = it == h.headers.end() ? api.dashboard.SessionToken(h) : std::nullopt;
+  if (session) {
+    if (!session->ok()) {
+      const Status& s = session->status();
+      return refuse(HttpStatusFor(s), std::string(s.message()), "", "");
+    }
+    token = std::move(*session);
+  } else if (it == h.headers.end()) {
     why = "no Authorization header";
   } else if (!std::string_view(it->second).starts_with(kBearer)) {
     why = "the Authorization header is not 'Bearer NAME:SECRET'";
@@ -136,7 +147,8 @@ void Request::Run() {
   switch (route.kind) {
     case RouteKind::kSpeedTest: return SpeedTest();
     case RouteKind::kStores: return ListStores();
-    case RouteKind::kSnapshots: return ListSnapshots();
+    case RouteKind::kSnapshots:
+      return Query("details") == "1" ? ListSnapshotDetails() : ListSnapshots();
     case RouteKind::kFile: return GetFile();
     case RouteKind::kGrant: return Grant();
     case RouteKind::kChunk: return GetChunk(route.id);
@@ -200,6 +212,16 @@ bool Request::Method(std::string_view want) {
 
 bool Request::Authenticate() {
   auto it = req_.headers.find("authorization");
+  auto session = it == req_.headers.end() ? api_.dashboard.SessionToken(req_) : std::nullopt;
+  if (session) {
+    if (!session->ok()) {
+      SendError(HttpStatusFor(session->status()), session->status().message());
+      return false;
+    }
+    token_ = **session;
+    authenticated_ = true;
+    return true;
+  }
   if (it == req_.headers.end()) {
     SendError(401, "authentication required: pass a token (--token or CAIRN_TOKEN)",
               "no Authorization header");

@@ -19,6 +19,7 @@
 #include "server/read_grants.h"
 #include "server/scrub.h"
 #include "server/tasks.h"
+#include "server/web/dashboard.h"
 
 namespace cairn::server {
 
@@ -37,6 +38,8 @@ struct ApiShared {
   PathScrubber scrubber;
   AuditLog audit;
   LoginLimiter logins;
+  // The web dashboard's pages and sessions (server/web/dashboard.h).
+  Dashboard dashboard;
   ReadGrants grants;
   SessionRegistry sessions;
   // Declared after stores: destroyed (running tasks cancelled and joined)
@@ -106,6 +109,10 @@ class Request {
   void GetChunks();
   void Backup(const protocol::Route& route);
   void BackupStep(const std::string& id, std::string_view what);
+
+  // --- api_dashboard.cc ---
+  // GET …/snapshots?details=1: what `cairn snapshots --json` prints.
+  void ListSnapshotDetails();
 
   // --- api_admin.cc ---
   void GetStatus();

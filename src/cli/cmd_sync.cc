@@ -1,6 +1,6 @@
 // cairn sync --from SRC --to DST [GROUP|SNAPSHOT ...] [--ns NS]
 //   [--group-filter F ...] [--transfer-last N] [--verified-only]
-//   [--encrypted-only] [--keep-protected] [--remove-vanished] [--dry-run]
+//   [--encrypted-only] [--keep-protected] [--remove-vanished] [--resync-corrupt] [--dry-run]
 //   [--limit-rate RATE] [--jobs auto|N] [--json]
 //
 // SRC and DST are any repository cairn opens: a path, https://HOST:PORT/STORE
@@ -26,7 +26,7 @@ struct SyncArgs {
   std::vector<std::string> group_filters;
   int transfer_last = 0;
   bool verified_only = false, encrypted_only = false, keep_protected = false;
-  bool remove_vanished = false, dry_run = false;
+  bool remove_vanished = false, resync_corrupt = false, dry_run = false;
   std::string limit_rate;
   std::string jobs = "auto";
   BenchOptions bench;
@@ -88,6 +88,7 @@ nlohmann::json ReportJson(const sync::SyncReport& r, const std::string& from, co
           {"copied", r.copied},
           {"present", r.present},
           {"removed", r.removed},
+          {"resynced", r.resynced},
           {"chunks_copied", r.chunks_copied},
           {"chunks_skipped", r.chunks_skipped},
           {"stored_bytes", r.stored_bytes},
@@ -115,6 +116,7 @@ void PrintReport(const sync::SyncReport& r, bool dry_run) {
              dry_run ? "would copy" : "copied", copying, r.present, r.removed,
              dry_run ? "to remove" : "removed", r.chunks_copied, dry_run ? "to copy" : "copied",
              HumanBytes(r.stored_bytes), HumanBytes(r.raw_bytes), r.chunks_skipped, r.seconds);
+  if (r.resynced > 0) fmt::print("; {} snapshot(s) {}", r.resynced, dry_run ? "to resync" : "resynced");
   if (!dry_run && r.raw_bytes > 0) fmt::print(", {}", HumanRate(r.raw_bytes, r.seconds));
   fmt::print("\n");
 }
@@ -143,6 +145,7 @@ void Run(Context& ctx, const SyncArgs& args) {
   options.encrypted_only = args.encrypted_only;
   options.keep_protected = args.keep_protected;
   options.remove_vanished = args.remove_vanished;
+  options.resync_corrupt = args.resync_corrupt;
   options.dry_run = args.dry_run;
   options.source_name = SourceName(args.from);
   options.logger = ctx.logger.get();
@@ -211,6 +214,9 @@ void RegisterSync(CLI::App& app, Context& ctx) {
   cmd->add_flag("--remove-vanished", args->remove_vanished,
                 "forget snapshots that sync copied from this source and the source no longer "
                 "has (never protected ones)");
+  cmd->add_flag("--resync-corrupt", args->resync_corrupt,
+                "for snapshots the destination has whose last verify there failed, copy again "
+                "every chunk it lacks (verify quarantined the bad ones)");
   cmd->add_flag("--dry-run", args->dry_run, "say what would be copied and removed, change nothing");
   cmd->add_option("--limit-rate", args->limit_rate,
                   "chunk bytes read from the source per second, like 20M (bytes, K, M, G)");

@@ -82,11 +82,21 @@ class Syncer {
           "--remove-vanished needs a destination this client writes itself (a path or s3://): "
           "a server keeps no sync marker; use prune there");
     }
+    if (options_.resync_corrupt && dst_is_server_) {
+      return FailedPreconditionError(
+          "--resync-corrupt needs a destination this client writes itself (a path or s3://): "
+          "a server stores chunks only within a backup session");
+    }
     CAIRN_ASSIGN_OR_RETURN(detail::Selection sel, detail::Select(src_, options_));
     CAIRN_ASSIGN_OR_RETURN(auto dst_all, dst_.ListAllSnapshots());
     for (const SnapshotRef& s : dst_all) dst_names_.insert(s.RelDir());
     for (const SnapshotRef& snap : sel.snapshots) {
       if (dst_names_.count(snap.RelDir())) {
+        auto state = dst_.ReadVerifyState(snap);
+        if (options_.resync_corrupt && state && state->outcome == datastore::VerifyOutcome::kFailed) {
+          CAIRN_RETURN_IF_ERROR(Resync(snap));
+          continue;
+        }
         report_.snapshots.push_back({DisplayName(snap), "present"});
         ++report_.present;
         continue;
@@ -125,7 +135,12 @@ class Syncer {
 
   Status CopySnapshot(const SnapshotRef& snap, const std::vector<SnapshotRef>& dst_all) {
     const int64_t start = src_.env().NowMonotonicNanos();
-    auto files = detail::ReadSnapshotFiles(src_, snap, !options_.dry_run);
+    // Held as a restore holds it: a forget on SRC (and gc after it) waits
+    // until the copy is done. A server's mirror has the file to lock, too.
+    auto src_lock = src_.LockSnapshotShared(snap);
+    Result<SnapshotFiles> files = src_lock.ok()
+                                      ? detail::ReadSnapshotFiles(src_, snap, !options_.dry_run)
+                                      : Result<SnapshotFiles>(src_lock.status());
     if (!files.ok()) {
       if (files.status().code() == StatusCode::kNotFound) {
         options_.logger->Warn("{}: gone from {} since the listing; skipped", DisplayName(snap),
@@ -169,15 +184,50 @@ class Syncer {
       ++report_.copied;
     }
     out.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
+    Account(std::move(out));
+    return Status::Ok();
+  }
+
+  // A snapshot DST has and whose last verify there failed: every chunk of
+  // it that DST lacks (verify quarantined the bad ones) is copied again.
+  // Nothing else changes: the next verify on DST judges the result.
+  Status Resync(const SnapshotRef& snap) {
+    const int64_t start = src_.env().NowMonotonicNanos();
+    auto src_lock = src_.LockSnapshotShared(snap);
+    if (!src_lock.ok()) return src_lock.status().WithContext("resync: " + DisplayName(snap));
+    CAIRN_ASSIGN_OR_RETURN(SnapshotFiles files, detail::ReadSnapshotFiles(src_, snap, false));
+    CAIRN_ASSIGN_OR_RETURN(index::Manifest theirs, dst_.ReadManifest(snap));
+    if (theirs.signed_content != files.manifest.signed_content) {
+      return FailedPreconditionError(fmt::format(
+          "{} differs between {} and {} (not the same snapshot): not resynced", DisplayName(snap),
+          src_.DisplayName(), dst_.DisplayName()));
+    }
+    SnapshotOutcome out{DisplayName(snap), options_.dry_run ? "would resync" : "resynced"};
+    if (options_.dry_run) {
+      for (const ChunkRef& c : files.chunks) {
+        CAIRN_ASSIGN_OR_RETURN(bool has, dst_.sink().Contains(c.id));
+        ++(has ? out.chunks_skipped : out.chunks_copied);
+        if (!has) out.raw_bytes += c.length;
+      }
+    } else {
+      CAIRN_RETURN_IF_ERROR(CopyChunks(files.chunks, files.manifest.encrypted, &out));
+      CAIRN_RETURN_IF_ERROR(dst_.sink().Flush());
+    }
+    out.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
+    Account(std::move(out));
+    ++report_.resynced;
+    return Status::Ok();
+  }
+
+  void Account(SnapshotOutcome out) {
     options_.logger->Debug("{} {}: {} chunks copied ({:.1f} MiB stored), {} present", out.action,
-                          out.name, out.chunks_copied, out.stored_bytes / 1048576.0,
-                          out.chunks_skipped);
+                           out.name, out.chunks_copied, out.stored_bytes / 1048576.0,
+                           out.chunks_skipped);
     report_.chunks_copied += out.chunks_copied;
     report_.chunks_skipped += out.chunks_skipped;
     report_.stored_bytes += out.stored_bytes;
     report_.raw_bytes += out.raw_bytes;
     report_.snapshots.push_back(std::move(out));
-    return Status::Ok();
   }
 
   Status Commit(const SnapshotRef& snap, const SnapshotFiles& files, const GroupState& group,
@@ -287,7 +337,8 @@ class Syncer {
             }
           }
           if (!check.ok()) {
-            return check.WithContext(fmt::format("chunk from {} refused on arrival",
+            return check.WithContext(fmt::format("chunk {} from {} refused on arrival",
+                                                 crypto::DigestHex(c.id),
                                                  source_.Traits().description));
           }
           CAIRN_RETURN_IF_ERROR(sink.Insert(c.id, data).status());

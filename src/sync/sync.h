@@ -69,6 +69,9 @@ struct SyncOptions {
   bool encrypted_only = false;  // only encrypted snapshots
   bool keep_protected = false;  // carry SRC's protection mark over
   bool remove_vanished = false;
+  // Snapshots DST has whose last verify there failed get every chunk DST
+  // lacks (verify quarantined the bad ones) copied again from SRC.
+  bool resync_corrupt = false;
   bool dry_run = false;
   uint64_t limit_rate = 0;  // bytes of chunks read per second; 0: no limit
   int jobs = 0;             // reads in flight: 0 = adaptive
@@ -84,7 +87,8 @@ struct SyncOptions {
 
 struct SnapshotOutcome {
   std::string name;    // "vm/100/2026-…" (with "ns:" in front in a namespace)
-  std::string action;  // "copied", "would copy", "present", "removed", "would remove"
+  // "copied", "would copy", "present", "resynced", "would resync", "removed", "would remove"
+  std::string action;
   uint64_t chunks_copied = 0;
   uint64_t chunks_skipped = 0;   // DST had them
   uint64_t stored_bytes = 0;     // bytes of chunks copied, as stored
@@ -97,6 +101,7 @@ struct SyncReport {
   uint64_t copied = 0;   // snapshots
   uint64_t present = 0;  // snapshots DST had
   uint64_t removed = 0;
+  uint64_t resynced = 0;  // snapshots --resync-corrupt healed
   uint64_t chunks_copied = 0;
   uint64_t chunks_skipped = 0;
   uint64_t stored_bytes = 0;

@@ -8,6 +8,8 @@
 //     and no snapshot appears on DST;
 //   - --remove-vanished forgets only what sync copied from this source and
 //     the source no longer has, never a protected snapshot;
+//   - --resync-corrupt copies again what verify quarantined on DST, and a DST
+//     snapshot that failed verification is never the dedup base;
 //   - a sync killed (SIGKILL) while it copies chunks leaves no snapshot on
 //     DST, and the next run completes;
 //   - through a real `cairn serve`: pull (server → path, reader token) and
@@ -225,6 +227,19 @@ TEST_F(SyncTest, ResyncCorruptHealsAChunkVerifyQuarantined) {
   r = Cairn({"verify", "-r", dst_});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
   ExpectRestores(dst_, Snap("vm/100", 1), "disk0.img", image);
+
+  // A snapshot that failed verification on DST is not the next one's dedup
+  // base: the chunk verify quarantined is copied again with the new snapshot.
+  bad = ChunkFiles(dst_)[digests[0]];
+  FlipBit(bad, FileSize(bad) / 2, 1);
+  EXPECT_EQ(Cairn({"verify", "-r", dst_}).exit_code, kExitCorruption);
+  Backup("vm/100", 2, {"disk0.img=" + image}, false);
+  r = Sync({});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  j = ParseJson(r.out);
+  EXPECT_EQ(j["copied"], 1u) << r.out;
+  EXPECT_EQ(j["chunks_copied"], 1u) << r.out;
+  ExpectRestores(dst_, Snap("vm/100", 2), "disk0.img", image);
 }
 
 TEST_F(SyncTest, KilledSyncLeavesNoSnapshotAndTheNextRunCompletes) {

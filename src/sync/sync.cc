@@ -119,6 +119,12 @@ class Syncer {
     for (const SnapshotRef& s : dst_all) {
       if (s.group == group && (!st.base || s.time > st.base->time)) st.base = s;
     }
+    // As for a backup: a snapshot that failed verification is never a base
+    // (its chunks may be quarantined), so every chunk is checked instead.
+    if (st.base) {
+      auto state = dst_.ReadVerifyState(*st.base);
+      if (state && state->outcome == datastore::VerifyOutcome::kFailed) st.base.reset();
+    }
     if (st.base) {
       auto files = detail::ReadSnapshotFiles(dst_, *st.base, false);
       if (files.ok()) {

@@ -146,8 +146,9 @@ TEST_F(SyncTest, FiltersAndTransferLastChooseWhatIsCopied) {
                       "--transfer-last", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(DstSnapshots(), (std::vector<std::string>{Snap("vm/100", 2), Snap("vm/100", 3)}));
-  // Named on the command line: only that group (or snapshot).
-  r = Sync({"ct/7"});
+  // Named on the command line: only that group (or snapshot); a filter
+  // before the name takes one value.
+  r = Sync({"--group-filter", "type:ct", "ct/7"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(DstSnapshots().size(), 3u);
   r = Sync({"vm/200/latest"});

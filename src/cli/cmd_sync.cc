@@ -202,8 +202,10 @@ void RegisterSync(CLI::App& app, Context& ctx) {
   cmd->add_option("--from-fingerprint", args->from_fingerprint, "the source server's fingerprint");
   cmd->add_option("--to-fingerprint", args->to_fingerprint,
                   "the destination server's fingerprint");
+  // One value per --group-filter, so a group named after it stays a group.
   cmd->add_option("--group-filter", args->group_filters,
-                  "type:vm|ct|host, group:TYPE/ID, regex:RE, or exclude:FILTER (repeatable)");
+                  "type:vm|ct|host, group:TYPE/ID, regex:RE, or exclude:FILTER (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--transfer-last", args->transfer_last,
                   "only the newest N snapshots of each group");
   cmd->add_flag("--verified-only", args->verified_only,

@@ -312,6 +312,23 @@ TEST_F(ServerSyncTest, PullAndPushThroughTheServer) {
   EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
   EXPECT_NE(r.err.find("reader2"), std::string::npos) << r.err;
   EXPECT_FALSE(Exists(OtherStore() + "/vm/100/" + SnapTime(3)));
+
+  // A source that does not answer, and a certificate that is not the pinned
+  // one: clear errors naming the side, nothing written.
+  r = Cairn({"sync", "--from", "https://127.0.0.1:1/main", "--to", local}, client);
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.err.find("--from https://127.0.0.1:1/main"), std::string::npos) << r.err;
+  RunOptions wrong_pin;
+  wrong_pin.env = ClientEnv(reader_, false);
+  r = Cairn({"sync", "--from", url_, "--to", local, "--from-fingerprint",
+             "00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22:33:44:55:66:77:88:99:aa:"
+             "bb:cc:dd:ee:ff"},
+            wrong_pin);
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.err.find("--from " + url_), std::string::npos) << r.err;
+  r = Cairn({"snapshots", "-r", local, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out).size(), 3u) << r.out;  // the two pulled and the one backed up
 }
 
 }  // namespace

@@ -13,7 +13,10 @@
 //   - a sync killed (SIGKILL) while it copies chunks leaves no snapshot on
 //     DST, and the next run completes;
 //   - through a real `cairn serve`: pull (server → path, reader token) and
-//     push (path → server, backup token), a second push uploading nothing.
+//     push (path → server, backup token: the notes follow through the API,
+//     the group is the token's), a second push uploading nothing; a token
+//     that may not write, an unreachable source and a wrong fingerprint fail
+//     clearly.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -284,6 +287,8 @@ TEST_F(ServerSyncTest, PullAndPushThroughTheServer) {
 
   // Push to the server's other store with a backup token of that store.
   std::string other_url = "https://127.0.0.1:" + std::to_string(server_->port()) + "/other";
+  ASSERT_EQ(Cairn({"notes", "-r", local, Snap("vm/100", 2), "--set", "pushed off-site"}).exit_code,
+            0);
   std::string pusher = Token("pusher", "other", "backup");
   RunOptions push;
   push.env = ClientEnv(pusher);
@@ -295,6 +300,9 @@ TEST_F(ServerSyncTest, PullAndPushThroughTheServer) {
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(CompareFiles(image_, Path("out2.img")), "");
   EXPECT_EQ(Cairn({"verify", "-r", OtherStore()}).exit_code, 0);
+  EXPECT_EQ(ReadFile(SnapshotDir(OtherStore(), Snap("vm/100", 2)) + "/notes.txt"),
+            "pushed off-site");  // through the server's notes API
+  EXPECT_EQ(ReadFile(OtherStore() + "/vm/100/owner"), "pusher\n");
   r = Cairn({"sync", "--from", local, "--to", other_url, "--json"}, push);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(ParseJson(r.out)["chunks_copied"], 0u) << r.out;

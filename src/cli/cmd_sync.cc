@@ -162,6 +162,21 @@ void Run(Context& ctx, const SyncArgs& args) {
     ctx.repo_missing = dst_ctx->repo_missing;
     return Fail(ctx, dst.status());
   }
+  if (remote::IsRemoteUrl(args.to)) {
+    Context* to = dst_ctx.get();
+    options.set_on_server = [to](const datastore::SnapshotRef& snap, std::string_view notes,
+                                 bool protect) -> Status {
+      std::string query = remote::QueryString({{"ns", snap.group.ns}, {"snapshot", snap.ToString()}});
+      if (!notes.empty()) {
+        CAIRN_RETURN_IF_ERROR(CallStore(*to, "PUT", "notes" + query, AsBytes(notes)).status());
+      }
+      if (protect) {
+        std::string body = nlohmann::json{{"protected", true}}.dump();
+        CAIRN_RETURN_IF_ERROR(CallStore(*to, "PUT", "protected" + query, AsBytes(body)).status());
+      }
+      return Status::Ok();
+    };
+  }
   std::unique_ptr<store::ChunkSource> injected;
   auto source = MaybeInject(args.bench.inject_latency, (*src)->source(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());

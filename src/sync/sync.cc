@@ -259,8 +259,27 @@ class Syncer {
     for (const auto& [name, data] : files.files) CAIRN_RETURN_IF_ERROR(target->WriteFile(name, data));
     if (!dst_is_server_) CAIRN_RETURN_IF_ERROR(WriteExtras(snap, *target));
     CAIRN_RETURN_IF_ERROR(target->Commit(files.manifest_stored));
-    if (!dst_is_server_) CopyOwner(snap.group);
+    if (!dst_is_server_) {
+      CopyOwner(snap.group);
+    } else if (options_.set_on_server) {
+      SetOnServer(snap);
+    }
     return Status::Ok();
+  }
+
+  // Notes and (with keep_protected) protection of a snapshot just pushed,
+  // through the server's API; a refusal (protection is the admin's) warns.
+  void SetOnServer(const SnapshotRef& snap) {
+    auto notes = maintenance::ReadNotes(src_, snap);
+    auto prot = maintenance::IsProtected(src_, snap);
+    bool protect = options_.keep_protected && prot.ok() && *prot;
+    std::string text = notes.ok() ? *notes : std::string();
+    if (text.empty() && !protect) return;
+    Status s = options_.set_on_server(snap, text, protect);
+    if (!s.ok()) {
+      options_.logger->Warn("{} is on {}, but its notes or protection are not: {}",
+                            DisplayName(snap), dst_.DisplayName(), s.ToString());
+    }
   }
 
   // Notes, protection (when asked) and the marker, before the manifest, so

@@ -41,7 +41,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/logging.h"
@@ -78,6 +80,12 @@ struct SyncOptions {
   int cpu_workers = 0;      // 0: one per core
   // How the marker names SRC (remove_vanished only removes what it names).
   std::string source_name;
+  // Towards a server, whose backup session takes archive files only: sets
+  // the notes (non-empty) and the protection (true) of a snapshot just
+  // committed there (the CLI asks the server's API). A failure is a warning:
+  // the snapshot itself is there. Null: neither carries over.
+  std::function<Status(const datastore::SnapshotRef&, std::string_view notes, bool protect)>
+      set_on_server;
   Logger* logger = nullptr;                // REQUIRED
   pipeline::Progress* progress = nullptr;  // optional
   // Where chunks are read instead of src.source() (a latency wrapper for

@@ -145,8 +145,16 @@ TEST_F(SyncTest, FiltersAndTransferLastChooseWhatIsCopied) {
   Backup("vm/200", 1, {"disk0.img=" + image}, false);
   Backup("ct/7", 1, {"disk0.img=" + image}, false);
 
-  RunResult r = Sync({"--group-filter", "type:vm", "--group-filter", "exclude:group:vm/200",
-                      "--transfer-last", "2"});
+  // --verified-only: only what passed a verify on SRC (here: vm/200).
+  ASSERT_EQ(OnStore("verify", {"vm/200"}).exit_code, 0);
+  RunResult r = Sync({"--verified-only", "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  ASSERT_EQ(j["snapshots"].size(), 1u) << r.out;
+  EXPECT_EQ(j["snapshots"][0]["snapshot"], Snap("vm/200", 1));
+
+  r = Sync({"--group-filter", "type:vm", "--group-filter", "exclude:group:vm/200",
+            "--transfer-last", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(DstSnapshots(), (std::vector<std::string>{Snap("vm/100", 2), Snap("vm/100", 3)}));
   // Named on the command line: only that group (or snapshot); a filter

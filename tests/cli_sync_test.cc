@@ -35,8 +35,8 @@ class SyncTest : public CliTest {
   }
 
   RunResult Sync(std::vector<std::string> args, const RunOptions& options = {}) const {
-    std::vector<std::string> full = {"sync", "--from", store(), "--to", dst_, "--json",
-                                     "--no-progress"};
+    std::vector<std::string> full = {"sync", "--from", store(),        "--to",
+                                     dst_,   "--json", "--no-progress"};
     full.insert(full.end(), args.begin(), args.end());
     return Cairn(full, options);
   }
@@ -120,8 +120,8 @@ TEST_F(SyncTest, EncryptedSnapshotsTravelWithoutTheKey) {
   ASSERT_EQ(Cairn({"key", "create", key}, with_pass).exit_code, 0);
   std::string image = Path("disk.img");
   WriteChunkImage(image, {7, 8});
-  RunResult r = Cairn({"backup", "-r", store(), "--id", "vm/9", "--time", SnapTime(1),
-                       "--keyfile", key, "disk0.img=" + image},
+  RunResult r = Cairn({"backup", "-r", store(), "--id", "vm/9", "--time", SnapTime(1), "--keyfile",
+                       key, "disk0.img=" + image},
                       with_pass);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   Backup("vm/10", 1, {"disk0.img=" + image}, false);  // plain
@@ -198,10 +198,10 @@ TEST_F(SyncTest, RemoveVanishedForgetsOnlyWhatSyncCopied) {
   ASSERT_EQ(OnStore("protect", {Snap("vm/100", 2)}).exit_code, 0);
   ASSERT_EQ(Sync({"--keep-protected"}).exit_code, 0);
   // A snapshot made on DST itself, not by sync.
-  ASSERT_EQ(Cairn({"backup", "-r", dst_, "--id", "vm/100", "--time", SnapTime(9),
-                   "disk0.img=" + image})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Cairn({"backup", "-r", dst_, "--id", "vm/100", "--time", SnapTime(9), "disk0.img=" + image})
+          .exit_code,
+      0);
   ASSERT_EQ(OnStore("unprotect", {Snap("vm/100", 2)}).exit_code, 0);
   for (int t = 1; t <= 2; ++t) ASSERT_EQ(OnStore("forget", {Snap("vm/100", t)}).exit_code, 0);
 
@@ -213,8 +213,8 @@ TEST_F(SyncTest, RemoveVanishedForgetsOnlyWhatSyncCopied) {
   EXPECT_EQ(ParseJson(r.out)["removed"], 1u) << r.out;
   // vm/100/1 went; 2 is protected on DST (carried over), 3 is on SRC, 9 was
   // not made by sync.
-  EXPECT_EQ(DstSnapshots(), (std::vector<std::string>{Snap("vm/100", 2), Snap("vm/100", 3),
-                                                      Snap("vm/100", 9)}));
+  EXPECT_EQ(DstSnapshots(),
+            (std::vector<std::string>{Snap("vm/100", 2), Snap("vm/100", 3), Snap("vm/100", 9)}));
 }
 
 TEST_F(SyncTest, ResyncCorruptHealsAChunkVerifyQuarantined) {
@@ -318,10 +318,10 @@ TEST_F(ServerSyncTest, PullAndPushThroughTheServer) {
   // A token that may not write there is refused, clearly, and nothing changes.
   std::string image2 = Path("disk2.img");
   WriteChunkImage(image2, {42});
-  ASSERT_EQ(Cairn({"backup", "-r", local, "--id", "vm/100", "--time", SnapTime(3),
-                   "disk0.img=" + image2})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Cairn({"backup", "-r", local, "--id", "vm/100", "--time", SnapTime(3), "disk0.img=" + image2})
+          .exit_code,
+      0);
   RunOptions reader_of_other;
   reader_of_other.env = ClientEnv(Token("reader2", "other", "reader"));
   r = Cairn({"sync", "--from", local, "--to", other_url}, reader_of_other);

@@ -49,9 +49,10 @@ std::unique_ptr<Context> SideContext(const Context& ctx, const std::string& repo
 
 Result<std::unique_ptr<datastore::Datastore>> OpenSide(Context& side, std::string_view which) {
   if (side.repo.empty()) {
-    return InvalidArgumentError(fmt::format("--{} is required: a path, https://HOST:PORT/STORE "
-                                            "or s3://BUCKET/PREFIX",
-                                            which));
+    return InvalidArgumentError(
+        fmt::format("--{} is required: a path, https://HOST:PORT/STORE "
+                    "or s3://BUCKET/PREFIX",
+                    which));
   }
   auto store = OpenRepo(side);
   if (!store.ok()) return store.status().WithContext(fmt::format("--{} {}", which, side.repo));
@@ -111,12 +112,14 @@ void PrintReport(const sync::SyncReport& r, bool dry_run) {
   }
   size_t copying = 0;
   for (const auto& s : r.snapshots) copying += s.action == "copied" || s.action == "would copy";
-  fmt::print("{} {} snapshot(s), {} already there, {} {}; {} chunks {} ({} stored, {} raw), "
-             "{} present; {:.1f} s",
-             dry_run ? "would copy" : "copied", copying, r.present, r.removed,
-             dry_run ? "to remove" : "removed", r.chunks_copied, dry_run ? "to copy" : "copied",
-             HumanBytes(r.stored_bytes), HumanBytes(r.raw_bytes), r.chunks_skipped, r.seconds);
-  if (r.resynced > 0) fmt::print("; {} snapshot(s) {}", r.resynced, dry_run ? "to resync" : "resynced");
+  fmt::print(
+      "{} {} snapshot(s), {} already there, {} {}; {} chunks {} ({} stored, {} raw), "
+      "{} present; {:.1f} s",
+      dry_run ? "would copy" : "copied", copying, r.present, r.removed,
+      dry_run ? "to remove" : "removed", r.chunks_copied, dry_run ? "to copy" : "copied",
+      HumanBytes(r.stored_bytes), HumanBytes(r.raw_bytes), r.chunks_skipped, r.seconds);
+  if (r.resynced > 0)
+    fmt::print("; {} snapshot(s) {}", r.resynced, dry_run ? "to resync" : "resynced");
   if (!dry_run && r.raw_bytes > 0) fmt::print(", {}", HumanRate(r.raw_bytes, r.seconds));
   fmt::print("\n");
 }
@@ -166,7 +169,8 @@ void Run(Context& ctx, const SyncArgs& args) {
     Context* to = dst_ctx.get();
     options.set_on_server = [to](const datastore::SnapshotRef& snap, std::string_view notes,
                                  bool protect) -> Status {
-      std::string query = remote::QueryString({{"ns", snap.group.ns}, {"snapshot", snap.ToString()}});
+      std::string query =
+          remote::QueryString({{"ns", snap.group.ns}, {"snapshot", snap.ToString()}});
       if (!notes.empty()) {
         CAIRN_RETURN_IF_ERROR(CallStore(*to, "PUT", "notes" + query, AsBytes(notes)).status());
       }
@@ -212,11 +216,9 @@ void RegisterSync(CLI::App& app, Context& ctx) {
   cmd->add_option("--fingerprint", ctx.fingerprint, "certificate fingerprint for a server");
   cmd->add_option("--from-token", args->from_token,
                   "the source server's token (a reader token is enough)");
-  cmd->add_option("--to-token", args->to_token,
-                  "the destination server's token (a backup token)");
+  cmd->add_option("--to-token", args->to_token, "the destination server's token (a backup token)");
   cmd->add_option("--from-fingerprint", args->from_fingerprint, "the source server's fingerprint");
-  cmd->add_option("--to-fingerprint", args->to_fingerprint,
-                  "the destination server's fingerprint");
+  cmd->add_option("--to-fingerprint", args->to_fingerprint, "the destination server's fingerprint");
   // One value per --group-filter, so a group named after it stays a group.
   cmd->add_option("--group-filter", args->group_filters,
                   "type:vm|ct|host, group:TYPE/ID, regex:RE, or exclude:FILTER (repeatable)")

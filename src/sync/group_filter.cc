@@ -6,9 +6,12 @@ namespace cairn::sync {
 
 bool GroupFilter::Rule::Matches(const datastore::GroupRef& group) const {
   switch (kind) {
-    case Kind::kType: return group.type == text;
-    case Kind::kGroup: return group.ToString() == text;
-    case Kind::kRegex: return std::regex_search(group.ToString(), regex);
+    case Kind::kType:
+      return group.type == text;
+    case Kind::kGroup:
+      return group.ToString() == text;
+    case Kind::kRegex:
+      return std::regex_search(group.ToString(), regex);
   }
   return false;
 }
@@ -28,7 +31,8 @@ Result<GroupFilter::Rule> GroupFilter::ParseRule(std::string_view spec, std::str
   Rule rule;
   rule.text = value;
   if (kind == "type") {
-    if (value != "vm" && value != "ct" && value != "host") return bad("the type is not vm, ct or host");
+    if (value != "vm" && value != "ct" && value != "host")
+      return bad("the type is not vm, ct or host");
     rule.kind = Rule::Kind::kType;
   } else if (kind == "group") {
     auto group = datastore::ParseGroup("", value);

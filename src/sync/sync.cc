@@ -3,14 +3,14 @@
 // commit; then, with remove_vanished, forget what SRC no longer has.
 #include "sync/sync.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "base/rate_limiter.h"
 #include "blob/blob.h"
@@ -51,7 +51,9 @@ Status CheckArrived(ByteSpan stored, const ChunkRef& chunk, bool encrypted, Read
 
 // DST is a server: its sink knows only the current session's uploads, and
 // the session may reference only those and its base's chunks.
-bool IsServer(const Datastore& store) { return store.is_remote() && !store.chunks_in_object_store(); }
+bool IsServer(const Datastore& store) {
+  return store.is_remote() && !store.chunks_in_object_store();
+}
 
 // What DST holds of a group, as far as this run knows without asking: its
 // dedup base and that base's chunk ids.
@@ -93,7 +95,8 @@ class Syncer {
     for (const SnapshotRef& snap : sel.snapshots) {
       if (dst_names_.count(snap.RelDir())) {
         auto state = dst_.ReadVerifyState(snap);
-        if (options_.resync_corrupt && state && state->outcome == datastore::VerifyOutcome::kFailed) {
+        if (options_.resync_corrupt && state &&
+            state->outcome == datastore::VerifyOutcome::kFailed) {
           CAIRN_RETURN_IF_ERROR(Resync(snap));
           continue;
         }
@@ -130,9 +133,10 @@ class Syncer {
       if (files.ok()) {
         for (const ChunkRef& c : files->chunks) st.known.insert(c.id);
       } else {
-        options_.logger->Warn("{}: not used as the dedup base on {} ({}); its chunks are sent "
-                              "again where the destination cannot be asked",
-                              DisplayName(*st.base), dst_.DisplayName(), files.status().ToString());
+        options_.logger->Warn(
+            "{}: not used as the dedup base on {} ({}); its chunks are sent "
+            "again where the destination cannot be asked",
+            DisplayName(*st.base), dst_.DisplayName(), files.status().ToString());
         st.base.reset();
       }
     }
@@ -181,8 +185,9 @@ class Syncer {
         }
       }
     } else {
-      CAIRN_RETURN_IF_ERROR(Commit(snap, *files, group, todo, &out).WithContext(
-          fmt::format("sync of {} to {}", DisplayName(snap), dst_.DisplayName())));
+      CAIRN_RETURN_IF_ERROR(
+          Commit(snap, *files, group, todo, &out)
+              .WithContext(fmt::format("sync of {} to {}", DisplayName(snap), dst_.DisplayName())));
       // This snapshot is the group's base from now on.
       group.base = snap;
       group.known.clear();
@@ -204,9 +209,9 @@ class Syncer {
     CAIRN_ASSIGN_OR_RETURN(SnapshotFiles files, detail::ReadSnapshotFiles(src_, snap, false));
     CAIRN_ASSIGN_OR_RETURN(index::Manifest theirs, dst_.ReadManifest(snap));
     if (theirs.signed_content != files.manifest.signed_content) {
-      return FailedPreconditionError(fmt::format(
-          "{} differs between {} and {} (not the same snapshot): not resynced", DisplayName(snap),
-          src_.DisplayName(), dst_.DisplayName()));
+      return FailedPreconditionError(
+          fmt::format("{} differs between {} and {} (not the same snapshot): not resynced",
+                      DisplayName(snap), src_.DisplayName(), dst_.DisplayName()));
     }
     SnapshotOutcome out{DisplayName(snap), options_.dry_run ? "would resync" : "resynced"};
     if (options_.dry_run) {
@@ -256,7 +261,8 @@ class Syncer {
       CAIRN_RETURN_IF_ERROR(target->UseBase(*group.base));
     }
     CAIRN_RETURN_IF_ERROR(CopyChunks(todo, files.manifest.encrypted, out));
-    for (const auto& [name, data] : files.files) CAIRN_RETURN_IF_ERROR(target->WriteFile(name, data));
+    for (const auto& [name, data] : files.files)
+      CAIRN_RETURN_IF_ERROR(target->WriteFile(name, data));
     if (!dst_is_server_) CAIRN_RETURN_IF_ERROR(WriteExtras(snap, *target));
     CAIRN_RETURN_IF_ERROR(target->Commit(files.manifest_stored));
     if (!dst_is_server_) {
@@ -308,7 +314,8 @@ class Syncer {
     auto owner = ReadWholeFile(src_.env(), JoinPath(src_.GroupDir(group), kOwner), 4096);
     if (!owner.ok()) return;
     Status s = WriteFileAtomic(dst_.env(), to, *owner);
-    if (!s.ok()) options_.logger->Warn("owner of {} not copied: {}", group.ToString(), s.ToString());
+    if (!s.ok())
+      options_.logger->Warn("owner of {} not copied: {}", group.ToString(), s.ToString());
   }
 
   Status CopyChunks(const std::vector<ChunkRef>& todo, bool encrypted, SnapshotOutcome* out) {
@@ -374,7 +381,8 @@ class Syncer {
         },
         [&](size_t i) { return uint64_t{todo[i].length} * 2; }, popts, &stats);
     CAIRN_RETURN_IF_ERROR(s);
-    report_.peak_reads_in_flight = std::max(report_.peak_reads_in_flight, stats.peak_reads_in_flight);
+    report_.peak_reads_in_flight =
+        std::max(report_.peak_reads_in_flight, stats.peak_reads_in_flight);
     out->chunks_copied += copied;
     out->chunks_skipped += skipped;
     out->stored_bytes += stored;
@@ -393,8 +401,8 @@ class Syncer {
     for (const SnapshotRef& s : dst_all) {
       if (on_src.count(s.RelDir())) continue;
       if (std::find(sel.groups.begin(), sel.groups.end(), s.group) == sel.groups.end()) continue;
-      auto marker = ReadWholeFile(dst_.env(), JoinPath(dst_.SnapshotDir(s), kSyncMarkerFileName),
-                                  64 << 10);
+      auto marker =
+          ReadWholeFile(dst_.env(), JoinPath(dst_.SnapshotDir(s), kSyncMarkerFileName), 64 << 10);
       if (!marker.ok()) continue;  // not made by sync
       auto j = nlohmann::json::parse(AsStringView(*marker), nullptr, false);
       if (!j.is_object() || j.value("source", "") != options_.source_name) continue;
@@ -418,7 +426,8 @@ class Syncer {
   store::ChunkSource& source_;
   const bool dst_is_server_;
   const pipeline::ConcurrencyController::Options copts_;
-  pipeline::ConcurrencyController controller_;  // shared by all snapshots: what it learnt carries over
+  pipeline::ConcurrencyController
+      controller_;  // shared by all snapshots: what it learnt carries over
   std::unique_ptr<RateLimiter> limiter_;
   std::set<std::string> dst_names_;
   std::map<std::string, GroupState> groups_;

@@ -66,8 +66,8 @@ struct SyncOptions {
   // Only this namespace and those below it ("" = all of them).
   std::string ns;
   GroupFilter filter;
-  int transfer_last = 0;  // > 0: only the newest N (that pass the other filters) of each group
-  bool verified_only = false;   // only snapshots whose last verify on SRC passed
+  int transfer_last = 0;       // > 0: only the newest N (that pass the other filters) of each group
+  bool verified_only = false;  // only snapshots whose last verify on SRC passed
   bool encrypted_only = false;  // only encrypted snapshots
   bool keep_protected = false;  // carry SRC's protection mark over
   bool remove_vanished = false;
@@ -94,13 +94,13 @@ struct SyncOptions {
 };
 
 struct SnapshotOutcome {
-  std::string name;    // "vm/100/2026-…" (with "ns:" in front in a namespace)
+  std::string name;  // "vm/100/2026-…" (with "ns:" in front in a namespace)
   // "copied", "would copy", "present", "resynced", "would resync", "removed", "would remove"
   std::string action;
   uint64_t chunks_copied = 0;
-  uint64_t chunks_skipped = 0;   // DST had them
-  uint64_t stored_bytes = 0;     // bytes of chunks copied, as stored
-  uint64_t raw_bytes = 0;        // what those chunks decode to (from the index)
+  uint64_t chunks_skipped = 0;  // DST had them
+  uint64_t stored_bytes = 0;    // bytes of chunks copied, as stored
+  uint64_t raw_bytes = 0;       // what those chunks decode to (from the index)
   double seconds = 0;
 };
 

@@ -1,13 +1,14 @@
 // Which snapshots a sync covers, and one snapshot read as stored.
-#include <algorithm>
-#include <map>
+#include "sync/sync_plan.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
 
 #include "blob/blob.h"
 #include "index/dynamic_index.h"
 #include "index/fixed_index.h"
-#include "sync/sync_plan.h"
 
 namespace cairn::sync::detail {
 namespace {

@@ -258,15 +258,19 @@ TEST_F(SyncTest, KilledSyncLeavesNoSnapshotAndTheNextRunCompletes) {
   std::string image = Path("disk.img");
   WriteChunkImage(image, {11, 12, 13, 14, 15, 16});
   Backup("vm/100", 1, {"disk0.img=" + image}, false);
-  // Killed once the first chunks are on DST (slowed so that it is mid-copy).
-  RunOptions o;
-  int polls = 0;  // the chunk directories are listed every 20th poll (~20 ms)
-  o.poll = [&](pid_t) { return ++polls % 20 == 0 && ChunkFiles(dst_).size() >= 2; };
-  RunResult r = Sync({"--limit-rate", "16M", "--jobs", "1"}, o);
-  ASSERT_TRUE(r.killed()) << r.Describe();
-  EXPECT_TRUE(DstSnapshots().empty());
+  // Killed three times, once 1, 3 and 5 chunks are on DST (slowed so that
+  // each run is mid-copy then); each run skips what the last one stored.
+  RunResult r;
+  for (size_t at : {1u, 3u, 5u}) {
+    RunOptions o;
+    int polls = 0;  // the chunk directories are listed every 20th poll (~20 ms)
+    o.poll = [&](pid_t) { return ++polls % 20 == 0 && ChunkFiles(dst_).size() >= at; };
+    r = Sync({"--limit-rate", "16M", "--jobs", "1"}, o);
+    ASSERT_TRUE(r.killed()) << r.Describe();
+    EXPECT_TRUE(DstSnapshots().empty()) << "killed at " << at << " chunks";
+  }
   size_t before = ChunkFiles(dst_).size();
-  EXPECT_GE(before, 2u);
+  EXPECT_GE(before, 5u);
 
   r = Sync({});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();

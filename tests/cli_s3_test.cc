@@ -15,6 +15,7 @@
 //     sees what another wrote;
 //   - `cairn serve --store NAME=s3://…`: backup and restore through the
 //     server;
+//   - `cairn sync` path → bucket → path;
 //   - an endpoint that goes down, answers 500 or garbles a byte in the middle
 //     of a restore (a fault-injecting TCP proxy in this process): a non-zero
 //     exit that names the endpoint or chunk, no target left, never a wrong
@@ -943,6 +944,36 @@ TEST_F(S3Test, ServeAnS3DatastoreBackupAndRestoreThroughTheServer) {
 }
 
 // --- an endpoint that fails mid-restore --------------------------------------
+
+// cairn sync (issue 24) path → bucket → path: the same code as between two
+// paths; what arrives restores byte for byte, and a second run copies nothing.
+TEST_F(S3Test, SyncPathToBucketAndBack) {
+  Init();
+  const std::string local = Path("local");
+  ASSERT_EQ(Run({"init", local}).exit_code, kExitOk);
+  const std::string image = Path("disk.img");
+  WriteChunkImage(image, {3, 4, 3, 5});
+  RunResult r = Run({"backup", "-r", local, "--id", "vm/7", "--time", SnapTime(1),
+                     "disk0.img=" + image});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  r = Run({"sync", "--from", local, "--to", url_, "--json"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["chunks_copied"], 3u) << r.out;
+  EXPECT_EQ(ListedSnapshots(), std::vector<std::string>{Snap("vm/7", 1)});
+  r = Run({"sync", "--from", local, "--to", url_, "--json"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["present"], 1u) << r.out;
+
+  const std::string back = Path("back");
+  ASSERT_EQ(Run({"init", back}).exit_code, kExitOk);
+  r = Run({"sync", "--from", url_, "--to", back, "--json"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["copied"], 1u) << r.out;
+  const std::string out = Path("out.img");
+  r = Run({"restore", "-r", back, Snap("vm/7", 1), "disk0.img", out});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(CompareFiles(image, out), "");
+}
 
 class S3FaultTest : public S3Test {
  protected:

@@ -46,6 +46,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
 )
 # Every other unit test (single-threaded code: formats, codecs, parsers).
 set(CAIRN_OTHER_UNIT_TEST_SOURCES
+  ${PROJECT_SOURCE_DIR}/src/sync/group_filter_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/bytes_test.cc
   ${PROJECT_SOURCE_DIR}/src/net/http_body_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/env_test.cc
@@ -69,6 +70,7 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/tree/tree_format_test.cc
   ${PROJECT_SOURCE_DIR}/src/restore/restore_test.cc
   ${PROJECT_SOURCE_DIR}/src/maintenance/prune_test.cc
+  ${PROJECT_SOURCE_DIR}/src/sync/sync_test.cc
   ${PROJECT_SOURCE_DIR}/src/perf/machine_bench_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_rgw_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_xml_test.cc
@@ -88,7 +90,7 @@ endif()
 # Tests include "tests/unit_test_util.h".
 target_include_directories(cairn_unit_tests PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(cairn_unit_tests PRIVATE
-  cairn_backup cairn_restore cairn_access cairn_mount cairn_verify cairn_maintenance cairn_perf cairn_cli cairn_server cairn_remote cairn_protocol cairn_s3 cairn_s3store GTest::gtest_main GTest::gmock)
+  cairn_backup cairn_restore cairn_access cairn_mount cairn_verify cairn_maintenance cairn_sync cairn_perf cairn_cli cairn_server cairn_remote cairn_protocol cairn_s3 cairn_s3store GTest::gtest_main GTest::gmock)
 if(CAIRN_PCH)
   target_precompile_headers(cairn_unit_tests PRIVATE <gtest/gtest.h> <gmock/gmock.h>
     <nlohmann/json.hpp> <fmt/format.h>)

@@ -163,6 +163,8 @@ void RegisterMount(CLI::App& app, Context& ctx);
 // prune, forget, protect, unprotect, notes
 void RegisterPrune(CLI::App& app, Context& ctx);
 void RegisterGc(CLI::App& app, Context& ctx);
+// cairn sync --from SRC --to DST (cmd_sync.cc).
+void RegisterSync(CLI::App& app, Context& ctx);
 void RegisterStatus(CLI::App& app, Context& ctx);
 void RegisterBenchmark(CLI::App& app, Context& ctx);
 // cairn serve (cmd_serve.cc); token create|list|revoke and cert show (cmd_token.cc).

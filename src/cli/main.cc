@@ -30,6 +30,7 @@ void RegisterAll(CLI::App& app, Context& ctx) {
   RegisterMount(app, ctx);
   RegisterPrune(app, ctx);
   RegisterGc(app, ctx);
+  RegisterSync(app, ctx);
   RegisterStatus(app, ctx);
   RegisterBenchmark(app, ctx);
   RegisterServe(app, ctx);

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# cairn sync (issue 24) beside a restore of the same snapshot: the speed of
+# a first sync path → path ("sync-local") and server → path ("sync-pull",
+# from a `cairn serve` on loopback with a reader token) against a restore
+# from the same path and from the same server. Issue 24's targets: each sync
+# ≥ 0.8× the matching restore.
+#
+#   bash bench/sync_bench.sh [--quick] [--runs N] [--size 1G] [--dir DIR]
+#
+#   --quick    256 MiB image, 3 runs (default: 1 GiB, 3 runs)
+#   --runs N   rounds; in each, the four operations run one after the other,
+#              their order reversed every other round
+#   --size S   image size (cairn-gendata image, seed 1: the VM image mix of
+#              zeros, random, text and duplicates)
+#   --dir DIR  work directory (default /var/tmp/cairn-sync-bench; needs ~4×
+#              the image size free); also $CAIRN_BENCH_DIR
+#
+# Set-up (untimed): the image backed up into DIR/store as vm/1, a reader
+# token, `cairn serve` in the background; one untimed remote rehearsal fills
+# the client's metadata mirror. Operations (bytes = the image size):
+#   restore-local   cairn restore -r STORE vm/1/latest disk0.img NEW
+#   restore-remote  the same from https://127.0.0.1:PORT/main
+#   sync-local      cairn sync --from STORE --to FRESH (FRESH: a new `cairn
+#                   init` datastore, made before the clock starts)
+#   sync-pull       cairn sync --from https://127.0.0.1:PORT/main --to FRESH
+# Outputs and targets are deleted after each operation (untimed). Warm page
+# cache throughout. Results: DIR/results.tsv, table DIR/sync_bench.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bench_name=sync_bench
+source bench/lib.sh
+
+command_line="bash bench/sync_bench.sh${*:+ $*}"
+runs=3 size=1G dir=${CAIRN_BENCH_DIR:-/var/tmp/cairn-sync-bench}
+usage() { sed -n '8,16p' "$0" >&2; exit 2; }
+while (($#)); do
+  case "$1" in
+    --quick) size=256M; shift ;;
+    --runs) runs=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    -h|--help) usage ;;
+    *) echo "sync_bench: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+[[ $runs =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive number"
+bench_bins --no-synth
+"$cairn" sync --help >/dev/null 2>&1 || die "this cairn has no \`sync\` command (issue 24)"
+
+mkdir -p "$dir/logs"
+dir=$(cd "$dir" && pwd)
+image=$dir/disk-$size.img
+ensure_image "$image" "$size"
+image_bytes=$(stat -c %s "$image")
+store=$dir/store state=$dir/state cache=$dir/cache fresh=$dir/fresh out=$dir/restored.img
+results=$dir/results.tsv
+
+server_pid=
+cleanup() {
+  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  rm -rf "$fresh" "$out"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say "backing up the image ($image_bytes bytes) into $store"
+rm -rf "$store" "$state" "$cache" "$fresh" "$out"
+"$cairn" init "$store" >/dev/null
+"$cairn" backup -r "$store" --id vm/1 "disk0.img=$image" >"$dir/logs/backup.log" 2>&1 ||
+  { cat "$dir/logs/backup.log" >&2; die "cairn backup failed"; }
+token=$("$cairn" token create bench --state-dir "$state" --store main --role reader 2>/dev/null)
+"$cairn" serve --listen 127.0.0.1:0 --store "main=$store" --state-dir "$state" \
+  </dev/null >"$dir/logs/serve.out" 2>"$dir/logs/serve.err" &
+server_pid=$!
+line=
+for _ in $(seq 300); do
+  line=$(grep -m1 '^cairn serve: listening on ' "$dir/logs/serve.out" || true)
+  [[ -n $line ]] && break
+  kill -0 "$server_pid" 2>/dev/null || { cat "$dir/logs/serve.err" >&2; die "cairn serve exited"; }
+  sleep 0.1
+done
+port=$(sed -n 's|.*https://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' <<<"$line")
+fingerprint=$(sed -n 's|.*certificate fingerprint \([0-9A-Fa-f:]*\).*|\1|p' <<<"$line")
+[[ -n $port && -n $fingerprint ]] || die "cannot read the port and fingerprint from: $line"
+url=https://127.0.0.1:$port/main
+export CAIRN_TOKEN=$token CAIRN_FINGERPRINT=$fingerprint CAIRN_CACHE_DIR=$cache
+unset CAIRN_REPO CAIRN_KEYFILE CAIRN_PASSPHRASE CAIRN_PASSPHRASE_FILE
+"$cairn" restore -r "$url" vm/1/latest disk0.img --rehearse >/dev/null 2>&1 || die "remote rehearsal failed"
+
+printf 'round\top\tseconds\tmib_s\n' >"$results"
+run_op() {  # run_op ROUND OP
+  local r=$1 op=$2 t0 t1 secs
+  local -a cmd
+  rm -rf "$fresh" "$out"
+  case $op in
+    restore-local) cmd=("$cairn" restore -r "$store" vm/1/latest disk0.img "$out") ;;
+    restore-remote) cmd=("$cairn" restore -r "$url" vm/1/latest disk0.img "$out") ;;
+    sync-local) "$cairn" init "$fresh" >/dev/null; cmd=("$cairn" sync --from "$store" --to "$fresh" --json) ;;
+    sync-pull) "$cairn" init "$fresh" >/dev/null; cmd=("$cairn" sync --from "$url" --to "$fresh" --json) ;;
+  esac
+  t0=$(date +%s%N)
+  "${cmd[@]}" </dev/null >"$dir/logs/r$r-$op.log" 2>&1 || { tail "$dir/logs/r$r-$op.log" >&2; die "$op failed"; }
+  t1=$(date +%s%N)
+  secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+  printf '%s\t%s\t%s\t%s\n' "$r" "$op" "$secs" "$(awk -v b="$image_bytes" -v s="$secs" 'BEGIN { printf "%.1f", b / 1048576 / s }')" >>"$results"
+  printf '   round %s %-15s %7.2f s\n' "$r" "$op" "$secs" >&2
+}
+for r in $(seq "$runs"); do
+  say "round $r of $runs"
+  while read -r op; do run_op "$r" "$op"; done < <(in_order "$r" restore-local sync-local restore-remote sync-pull)
+done
+
+python3 - "$results" "$image_bytes" "$command_line" "$(psi)" "$(nproc)" >"$dir/sync_bench.md" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+size, cmd, psi, cores = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+med = {}
+for op in ("restore-local", "sync-local", "restore-remote", "sync-pull"):
+    secs = [float(r["seconds"]) for r in rows if r["op"] == op]
+    med[op] = statistics.median(secs)
+def mibs(op): return size / 1048576 / med[op]
+print(f"`{cmd}`: image {size / 1048576:.0f} MiB, {len(rows) // 4} rounds, medians; "
+      f"{cores} cores, CPU pressure (avg300) {psi}.\n")
+print("| operation | median s | MiB/s | vs the matching restore |")
+print("|---|---|---|---|")
+for op, base in (("restore-local", None), ("sync-local", "restore-local"),
+                 ("restore-remote", None), ("sync-pull", "restore-remote")):
+    ratio = f"{med[base] / med[op]:.2f}×" if base else "–"
+    print(f"| {op} | {med[op]:.2f} | {mibs(op):.0f} | {ratio} |")
+PY
+cat "$dir/sync_bench.md"

@@ -1,0 +1,446 @@
+// RunSync (sync.h): per snapshot, read it as stored, open the DST target,
+// copy the missing chunks through the fetch pipeline, write the files and
+// commit; then, with remove_vanished, forget what SRC no longer has.
+#include "sync/sync.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "base/rate_limiter.h"
+#include "blob/blob.h"
+#include "datastore/snapshot_writer.h"
+#include "maintenance/prune.h"
+#include "pipeline/concurrency_controller.h"
+#include "pipeline/fetch_pipeline.h"
+#include "restore/chunk_read.h"
+#include "sync/sync_plan.h"
+
+namespace cairn::sync {
+namespace {
+
+using datastore::Datastore;
+using datastore::GroupRef;
+using datastore::SnapshotRef;
+using detail::ChunkRef;
+using detail::DisplayName;
+using detail::IdSet;
+using detail::SnapshotFiles;
+
+// Checks a chunk that arrived from SRC before DST stores it: the blob's CRC
+// and header, its mode against its snapshot's, and a plain chunk's content
+// against its id (decompressed and hashed; an encrypted one's content only
+// the key could prove).
+Status CheckArrived(ByteSpan stored, const ChunkRef& chunk, bool encrypted, ReadBuffer* scratch) {
+  auto header = blob::Check(stored);
+  if (!header.ok()) return header.status();
+  bool chunk_encrypted = header->encryption != blob::Encryption::kNone;
+  if (chunk_encrypted != encrypted) {
+    return DataLossError(fmt::format("chunk {} is {}encrypted, but its snapshot is {}",
+                                     crypto::DigestHex(chunk.id), chunk_encrypted ? "" : "not ",
+                                     encrypted ? "encrypted" : "not"));
+  }
+  if (encrypted) return Status::Ok();
+  return restore::DecodeCheckedChunk(stored, chunk.id, chunk.length, scratch, nullptr).status();
+}
+
+// DST is a server: its sink knows only the current session's uploads, and
+// the session may reference only those and its base's chunks.
+bool IsServer(const Datastore& store) {
+  return store.is_remote() && !store.chunks_in_object_store();
+}
+
+// What DST holds of a group, as far as this run knows without asking: its
+// dedup base and that base's chunk ids.
+struct GroupState {
+  std::optional<SnapshotRef> base;
+  IdSet known;
+};
+
+class Syncer {
+ public:
+  Syncer(const Datastore& src, const Datastore& dst, const SyncOptions& options)
+      : src_(src),
+        dst_(dst),
+        options_(options),
+        source_(options.source != nullptr ? *options.source : src.source()),
+        dst_is_server_(IsServer(dst)),
+        copts_(pipeline::ConcurrencyController::Options::ForJobs(
+            options.jobs, source_.Traits().initial_reads_in_flight,
+            source_.Traits().max_reads_in_flight)),
+        controller_(copts_) {
+    if (options.limit_rate > 0) limiter_ = std::make_unique<RateLimiter>(options.limit_rate);
+  }
+
+  Result<SyncReport> Run() {
+    const int64_t start = src_.env().NowMonotonicNanos();
+    if (options_.remove_vanished && dst_is_server_) {
+      return FailedPreconditionError(
+          "--remove-vanished needs a destination this client writes itself (a path or s3://): "
+          "a server keeps no sync marker; use prune there");
+    }
+    if (options_.resync_corrupt && dst_is_server_) {
+      return FailedPreconditionError(
+          "--resync-corrupt needs a destination this client writes itself (a path or s3://): "
+          "a server stores chunks only within a backup session");
+    }
+    CAIRN_ASSIGN_OR_RETURN(detail::Selection sel, detail::Select(src_, options_));
+    CAIRN_ASSIGN_OR_RETURN(auto dst_all, dst_.ListAllSnapshots());
+    for (const SnapshotRef& s : dst_all) dst_names_.insert(s.RelDir());
+    for (const SnapshotRef& snap : sel.snapshots) {
+      if (dst_names_.count(snap.RelDir())) {
+        auto state = dst_.ReadVerifyState(snap);
+        if (options_.resync_corrupt && state &&
+            state->outcome == datastore::VerifyOutcome::kFailed) {
+          CAIRN_RETURN_IF_ERROR(Resync(snap));
+          continue;
+        }
+        report_.snapshots.push_back({DisplayName(snap), "present"});
+        ++report_.present;
+        continue;
+      }
+      CAIRN_RETURN_IF_ERROR(CopySnapshot(snap, dst_all));
+    }
+    if (options_.remove_vanished) CAIRN_RETURN_IF_ERROR(RemoveVanished(sel, dst_all));
+    report_.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
+    return report_;
+  }
+
+ private:
+  // The group's state on DST, loaded on first use: its newest snapshot
+  // there and that snapshot's chunks.
+  GroupState& StateOf(const GroupRef& group, const std::vector<SnapshotRef>& dst_all) {
+    std::string key = group.RelDir();
+    auto it = groups_.find(key);
+    if (it != groups_.end()) return it->second;
+    GroupState& st = groups_[key];
+    for (const SnapshotRef& s : dst_all) {
+      if (s.group == group && (!st.base || s.time > st.base->time)) st.base = s;
+    }
+    // As for a backup: a snapshot that failed verification is never a base
+    // (its chunks may be quarantined), so every chunk is checked instead.
+    if (st.base) {
+      auto state = dst_.ReadVerifyState(*st.base);
+      if (state && state->outcome == datastore::VerifyOutcome::kFailed) st.base.reset();
+    }
+    if (st.base) {
+      auto files = detail::ReadSnapshotFiles(dst_, *st.base, false);
+      if (files.ok()) {
+        for (const ChunkRef& c : files->chunks) st.known.insert(c.id);
+      } else {
+        options_.logger->Warn(
+            "{}: not used as the dedup base on {} ({}); its chunks are sent "
+            "again where the destination cannot be asked",
+            DisplayName(*st.base), dst_.DisplayName(), files.status().ToString());
+        st.base.reset();
+      }
+    }
+    return st;
+  }
+
+  Status CopySnapshot(const SnapshotRef& snap, const std::vector<SnapshotRef>& dst_all) {
+    const int64_t start = src_.env().NowMonotonicNanos();
+    // Held as a restore holds it: a forget on SRC (and gc after it) waits
+    // until the copy is done. A server's mirror has the file to lock, too.
+    auto src_lock = src_.LockSnapshotShared(snap);
+    Result<SnapshotFiles> files = src_lock.ok()
+                                      ? detail::ReadSnapshotFiles(src_, snap, !options_.dry_run)
+                                      : Result<SnapshotFiles>(src_lock.status());
+    if (!files.ok()) {
+      if (files.status().code() == StatusCode::kNotFound) {
+        options_.logger->Warn("{}: gone from {} since the listing; skipped", DisplayName(snap),
+                              src_.DisplayName());
+        return Status::Ok();
+      }
+      return files.status();
+    }
+    GroupState& group = StateOf(snap.group, dst_all);
+    // Candidates: not in the base, not copied by this run already.
+    std::vector<ChunkRef> todo;
+    SnapshotOutcome out{DisplayName(snap), options_.dry_run ? "would copy" : "copied"};
+    for (const ChunkRef& c : files->chunks) {
+      if (group.known.count(c.id) || (!dst_is_server_ && copied_.count(c.id))) {
+        ++out.chunks_skipped;
+      } else {
+        todo.push_back(c);
+      }
+    }
+    if (options_.dry_run) {
+      for (const ChunkRef& c : todo) {
+        bool has = false;
+        if (!dst_is_server_) {
+          CAIRN_ASSIGN_OR_RETURN(has, dst_.sink().Contains(c.id));
+        }
+        if (has) {
+          ++out.chunks_skipped;
+        } else {
+          ++out.chunks_copied;
+          out.raw_bytes += c.length;
+          copied_.insert(c.id);
+        }
+      }
+    } else {
+      CAIRN_RETURN_IF_ERROR(
+          Commit(snap, *files, group, todo, &out)
+              .WithContext(fmt::format("sync of {} to {}", DisplayName(snap), dst_.DisplayName())));
+      // This snapshot is the group's base from now on.
+      group.base = snap;
+      group.known.clear();
+      for (const ChunkRef& c : files->chunks) group.known.insert(c.id);
+      ++report_.copied;
+    }
+    out.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
+    Account(std::move(out));
+    return Status::Ok();
+  }
+
+  // A snapshot DST has and whose last verify there failed: every chunk of
+  // it that DST lacks (verify quarantined the bad ones) is copied again.
+  // Nothing else changes: the next verify on DST judges the result.
+  Status Resync(const SnapshotRef& snap) {
+    const int64_t start = src_.env().NowMonotonicNanos();
+    auto src_lock = src_.LockSnapshotShared(snap);
+    if (!src_lock.ok()) return src_lock.status().WithContext("resync: " + DisplayName(snap));
+    CAIRN_ASSIGN_OR_RETURN(SnapshotFiles files, detail::ReadSnapshotFiles(src_, snap, false));
+    CAIRN_ASSIGN_OR_RETURN(index::Manifest theirs, dst_.ReadManifest(snap));
+    if (theirs.signed_content != files.manifest.signed_content) {
+      return FailedPreconditionError(
+          fmt::format("{} differs between {} and {} (not the same snapshot): not resynced",
+                      DisplayName(snap), src_.DisplayName(), dst_.DisplayName()));
+    }
+    SnapshotOutcome out{DisplayName(snap), options_.dry_run ? "would resync" : "resynced"};
+    if (options_.dry_run) {
+      for (const ChunkRef& c : files.chunks) {
+        CAIRN_ASSIGN_OR_RETURN(bool has, dst_.sink().Contains(c.id));
+        ++(has ? out.chunks_skipped : out.chunks_copied);
+        if (!has) out.raw_bytes += c.length;
+      }
+    } else {
+      CAIRN_RETURN_IF_ERROR(CopyChunks(files.chunks, files.manifest.encrypted, &out));
+      CAIRN_RETURN_IF_ERROR(dst_.sink().Flush());
+    }
+    out.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
+    Account(std::move(out));
+    ++report_.resynced;
+    return Status::Ok();
+  }
+
+  void Account(SnapshotOutcome out) {
+    options_.logger->Debug("{} {}: {} chunks copied ({:.1f} MiB stored), {} present", out.action,
+                           out.name, out.chunks_copied, out.stored_bytes / 1048576.0,
+                           out.chunks_skipped);
+    report_.chunks_copied += out.chunks_copied;
+    report_.chunks_skipped += out.chunks_skipped;
+    report_.stored_bytes += out.stored_bytes;
+    report_.raw_bytes += out.raw_bytes;
+    report_.snapshots.push_back(std::move(out));
+  }
+
+  Status Commit(const SnapshotRef& snap, const SnapshotFiles& files, const GroupState& group,
+                const std::vector<ChunkRef>& todo, SnapshotOutcome* out) {
+    std::unique_ptr<datastore::SnapshotTarget> target;
+    std::unique_ptr<FileLock> base_lock;
+    if (dst_.remote() != nullptr) {
+      CAIRN_ASSIGN_OR_RETURN(target, dst_.remote()->BeginSnapshot(snap));
+    } else {
+      CAIRN_ASSIGN_OR_RETURN(target, datastore::LocalSnapshotTarget::Begin(dst_, snap));
+    }
+    if (group.base) {
+      // The base stays while its chunks count as present (a forget and gc
+      // meanwhile would take them); a server holds it for its session.
+      if (!dst_is_server_) {
+        auto lock = dst_.LockSnapshotShared(*group.base);
+        if (!lock.ok()) return lock.status().WithContext("locking the dedup base");
+        base_lock = std::move(lock).value();
+      }
+      CAIRN_RETURN_IF_ERROR(target->UseBase(*group.base));
+    }
+    CAIRN_RETURN_IF_ERROR(CopyChunks(todo, files.manifest.encrypted, out));
+    for (const auto& [name, data] : files.files)
+      CAIRN_RETURN_IF_ERROR(target->WriteFile(name, data));
+    if (!dst_is_server_) CAIRN_RETURN_IF_ERROR(WriteExtras(snap, *target));
+    CAIRN_RETURN_IF_ERROR(target->Commit(files.manifest_stored));
+    if (!dst_is_server_) {
+      CopyOwner(snap.group);
+    } else if (options_.set_on_server) {
+      SetOnServer(snap);
+    }
+    return Status::Ok();
+  }
+
+  // Notes and (with keep_protected) protection of a snapshot just pushed,
+  // through the server's API; a refusal (protection is the admin's) warns.
+  void SetOnServer(const SnapshotRef& snap) {
+    auto notes = maintenance::ReadNotes(src_, snap);
+    auto prot = maintenance::IsProtected(src_, snap);
+    bool protect = options_.keep_protected && prot.ok() && *prot;
+    std::string text = notes.ok() ? *notes : std::string();
+    if (text.empty() && !protect) return;
+    Status s = options_.set_on_server(snap, text, protect);
+    if (!s.ok()) {
+      options_.logger->Warn("{} is on {}, but its notes or protection are not: {}",
+                            DisplayName(snap), dst_.DisplayName(), s.ToString());
+    }
+  }
+
+  // Notes, protection (when asked) and the marker, before the manifest, so
+  // they appear with the snapshot.
+  Status WriteExtras(const SnapshotRef& snap, datastore::SnapshotTarget& target) {
+    auto notes = maintenance::ReadNotes(src_, snap);
+    if (notes.ok() && !notes->empty()) {
+      CAIRN_RETURN_IF_ERROR(target.WriteFile(maintenance::kNotesFileName, AsBytes(*notes)));
+    }
+    if (options_.keep_protected) {
+      auto prot = maintenance::IsProtected(src_, snap);
+      if (prot.ok() && *prot) {
+        CAIRN_RETURN_IF_ERROR(target.WriteFile(maintenance::kProtectedFileName, ByteSpan()));
+      }
+    }
+    nlohmann::json marker = {{"source", options_.source_name},
+                             {"synced_unix", dst_.env().NowUnixSeconds()}};
+    return target.WriteFile(kSyncMarkerFileName, AsBytes(marker.dump() + "\n"));
+  }
+
+  // A group new on DST gets SRC's owner (a server's backup token), if any.
+  void CopyOwner(const GroupRef& group) {
+    static constexpr char kOwner[] = "owner";  // server/backup_session.h: kOwnerFileName
+    const std::string to = JoinPath(dst_.GroupDir(group), kOwner);
+    if (dst_.env().Stat(to).ok()) return;
+    auto owner = ReadWholeFile(src_.env(), JoinPath(src_.GroupDir(group), kOwner), 4096);
+    if (!owner.ok()) return;
+    Status s = WriteFileAtomic(dst_.env(), to, *owner);
+    if (!s.ok())
+      options_.logger->Warn("owner of {} not copied: {}", group.ToString(), s.ToString());
+  }
+
+  Status CopyChunks(const std::vector<ChunkRef>& todo, bool encrypted, SnapshotOutcome* out) {
+    if (todo.empty()) return Status::Ok();
+    std::vector<uint8_t> present(todo.size(), 0);
+    std::atomic<uint64_t> copied{0}, skipped{0}, stored{0}, raw{0};
+    uint64_t total = 0;
+    for (const ChunkRef& c : todo) total += c.length;
+    if (options_.progress != nullptr) options_.progress->StartPhase("sync", total);
+    store::ChunkSink& sink = dst_.sink();
+    const bool network = source_.Traits().medium == store::MediumKind::kNetwork;
+    pipeline::FetchPipelineOptions popts;
+    popts.controller = &controller_;
+    popts.max_io_threads = copts_.max;
+    popts.cpu_workers = options_.cpu_workers;
+    popts.progress = options_.progress;
+    pipeline::FetchPipelineStats stats;
+    Status s = pipeline::RunFetchPipeline(
+        todo.size(),
+        [&](size_t i, ReadBuffer* data) -> Status {
+          // A chunk DST has is never fetched (a server is not asked: its
+          // sink knows this session's uploads only).
+          if (!dst_is_server_) {
+            CAIRN_ASSIGN_OR_RETURN(bool has, sink.Contains(todo[i].id));
+            if (has) {
+              present[i] = 1;
+              data->Clear();
+              return Status::Ok();
+            }
+          }
+          CAIRN_RETURN_IF_ERROR(restore::ReadStoredChunk(source_, todo[i].id, data));
+          if (limiter_) limiter_->Acquire(data->size());
+          return Status::Ok();
+        },
+        [&](size_t i, ReadBuffer& data) -> Status {
+          const ChunkRef& c = todo[i];
+          if (options_.progress != nullptr) options_.progress->Add(c.length);
+          if (present[i]) {
+            skipped.fetch_add(1, std::memory_order_relaxed);
+            return Status::Ok();
+          }
+          thread_local ReadBuffer scratch;
+          Status check = CheckArrived(data, c, encrypted, &scratch);
+          if (check.code() == StatusCode::kDataLoss && network) {
+            // Bytes can be damaged on the way: judged only if a second read fails too.
+            ReadBuffer again;
+            if (restore::ReadStoredChunk(source_, c.id, &again).ok() &&
+                CheckArrived(again, c, encrypted, &scratch).ok()) {
+              data.Adopt(again.Release());
+              check = Status::Ok();
+            }
+          }
+          if (!check.ok()) {
+            return check.WithContext(fmt::format("chunk {} from {} refused on arrival",
+                                                 crypto::DigestHex(c.id),
+                                                 source_.Traits().description));
+          }
+          CAIRN_RETURN_IF_ERROR(sink.Insert(c.id, data).status());
+          copied.fetch_add(1, std::memory_order_relaxed);
+          stored.fetch_add(data.size(), std::memory_order_relaxed);
+          raw.fetch_add(c.length, std::memory_order_relaxed);
+          return Status::Ok();
+        },
+        [&](size_t i) { return uint64_t{todo[i].length} * 2; }, popts, &stats);
+    CAIRN_RETURN_IF_ERROR(s);
+    report_.peak_reads_in_flight =
+        std::max(report_.peak_reads_in_flight, stats.peak_reads_in_flight);
+    out->chunks_copied += copied;
+    out->chunks_skipped += skipped;
+    out->stored_bytes += stored;
+    out->raw_bytes += raw;
+    if (!dst_is_server_) {
+      for (size_t i = 0; i < todo.size(); ++i) copied_.insert(todo[i].id);
+    }
+    return Status::Ok();
+  }
+
+  // Forgets the DST snapshots of the covered groups that carry this
+  // source's marker and that SRC no longer has; protected ones stay.
+  Status RemoveVanished(const detail::Selection& sel, const std::vector<SnapshotRef>& dst_all) {
+    std::set<std::string> on_src;
+    for (const SnapshotRef& s : sel.src_all) on_src.insert(s.RelDir());
+    for (const SnapshotRef& s : dst_all) {
+      if (on_src.count(s.RelDir())) continue;
+      if (std::find(sel.groups.begin(), sel.groups.end(), s.group) == sel.groups.end()) continue;
+      auto marker =
+          ReadWholeFile(dst_.env(), JoinPath(dst_.SnapshotDir(s), kSyncMarkerFileName), 64 << 10);
+      if (!marker.ok()) continue;  // not made by sync
+      auto j = nlohmann::json::parse(AsStringView(*marker), nullptr, false);
+      if (!j.is_object() || j.value("source", "") != options_.source_name) continue;
+      auto prot = maintenance::IsProtected(dst_, s);
+      if (prot.ok() && *prot) {
+        options_.logger->Info("{} vanished from the source but is protected: kept", DisplayName(s));
+        continue;
+      }
+      SnapshotOutcome out{DisplayName(s), options_.dry_run ? "would remove" : "removed"};
+      if (!options_.dry_run) CAIRN_RETURN_IF_ERROR(maintenance::ForgetSnapshot(dst_, s));
+      options_.logger->Info("{} {}", out.action, out.name);
+      report_.snapshots.push_back(std::move(out));
+      ++report_.removed;
+    }
+    return Status::Ok();
+  }
+
+  const Datastore& src_;
+  const Datastore& dst_;
+  const SyncOptions& options_;
+  store::ChunkSource& source_;
+  const bool dst_is_server_;
+  const pipeline::ConcurrencyController::Options copts_;
+  pipeline::ConcurrencyController
+      controller_;  // shared by all snapshots: what it learnt carries over
+  std::unique_ptr<RateLimiter> limiter_;
+  std::set<std::string> dst_names_;
+  std::map<std::string, GroupState> groups_;
+  IdSet copied_;  // chunks this run stored on DST (not towards a server)
+  SyncReport report_;
+};
+
+}  // namespace
+
+Result<SyncReport> RunSync(const Datastore& src, const Datastore& dst, const SyncOptions& options) {
+  if (options.logger == nullptr) return InvalidArgumentError("sync: no logger");
+  Syncer syncer(src, dst, options);
+  return syncer.Run();
+}
+
+}  // namespace cairn::sync

@@ -1,0 +1,355 @@
+// `cairn sync --from SRC --to DST` (src/sync/sync.h) with the real binary:
+//   - path → path: snapshots restore byte-identical from DST, DST verifies
+//     clean, a second run copies nothing, --dry-run changes nothing and says
+//     what it would copy;
+//   - encrypted snapshots are copied without the key and restore with it;
+//   - group filters and --transfer-last choose what is copied;
+//   - a damaged chunk in SRC is refused on arrival (exit 3, the chunk named)
+//     and no snapshot appears on DST;
+//   - --remove-vanished forgets only what sync copied from this source and
+//     the source no longer has, never a protected snapshot;
+//   - --resync-corrupt copies again what verify quarantined on DST, and a DST
+//     snapshot that failed verification is never the dedup base;
+//   - a sync killed (SIGKILL) while it copies chunks leaves no snapshot on
+//     DST, and the next run completes;
+//   - through a real `cairn serve`: pull (server → path, reader token) and
+//     push (path → server, backup token: the notes follow through the API,
+//     the group is the token's), a second push uploading nothing; a token
+//     that may not write, an unreachable source and a wrong fingerprint fail
+//     clearly.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli_server_fixture.h"
+
+namespace cairn::cli_test {
+namespace {
+
+class SyncTest : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    dst_ = Path("dst");
+    ASSERT_EQ(Cairn({"init", dst_}).exit_code, 0);
+  }
+
+  RunResult Sync(std::vector<std::string> args, const RunOptions& options = {}) const {
+    std::vector<std::string> full = {"sync", "--from", store(),        "--to",
+                                     dst_,   "--json", "--no-progress"};
+    full.insert(full.end(), args.begin(), args.end());
+    return Cairn(full, options);
+  }
+
+  std::vector<std::string> DstSnapshots() const {
+    RunResult r = Cairn({"snapshots", "-r", dst_, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    std::vector<std::string> out;
+    nlohmann::json j = ParseJson(r.out);
+    EXPECT_TRUE(j.is_array()) << r.out;
+    if (!j.is_array()) return out;
+    for (const auto& s : j) out.push_back(s.value("snapshot", ""));
+    return out;
+  }
+
+  // Restores ARCHIVE of SNAP from `repo` and compares it with `expected`.
+  void ExpectRestores(const std::string& repo, const std::string& snap, const std::string& archive,
+                      const std::string& expected, std::vector<std::string> extra = {}) {
+    std::string out = Path("restored-" + std::to_string(restores_++));
+    std::vector<std::string> args = {"restore", "-r", repo, snap, archive, out};
+    args.insert(args.end(), extra.begin(), extra.end());
+    RunResult r = Cairn(args);
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    EXPECT_EQ(CompareFiles(expected, out), "");
+  }
+
+  std::string dst_;
+  int restores_ = 0;
+};
+
+TEST_F(SyncTest, PathToPathCopiesOnceAndRestoresByteIdentical) {
+  std::string image = Path("disk.img");
+  WriteChunkImage(image, {1, 2, 3, 1});
+  Backup("vm/100", 1, {"disk0.img=" + image, "vm.conf.blob=" + image}, false);
+  WriteChunkImage(image, {1, 2, 4, 5});
+  Backup("vm/100", 2, {"disk0.img=" + image}, false);
+
+  // --dry-run: says what it would copy, changes nothing.
+  RunResult r = Sync({"--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  EXPECT_EQ(j["snapshots"].size(), 2u) << r.out;
+  EXPECT_EQ(j["snapshots"][0]["action"], "would copy");
+  EXPECT_EQ(j["chunks_copied"], 5u) << r.out;  // 1, 2, 3, 4, 5: each once
+  EXPECT_EQ(j["raw_bytes"], 5u * kChunk);
+  EXPECT_TRUE(DstSnapshots().empty());
+  EXPECT_TRUE(ChunkFiles(dst_).empty());
+
+  r = Sync({});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  j = ParseJson(r.out);
+  EXPECT_EQ(j["copied"], 2u) << r.out;
+  EXPECT_EQ(j["chunks_copied"], 5u) << r.out;
+  EXPECT_GT(j["stored_bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(DstSnapshots(), (std::vector<std::string>{Snap("vm/100", 1), Snap("vm/100", 2)}));
+  // The chunk files are the same bytes (copied as stored, not re-encoded).
+  auto src_chunks = ChunkFiles(store());
+  auto dst_chunks = ChunkFiles(dst_);
+  ASSERT_EQ(dst_chunks.size(), src_chunks.size());
+  for (const auto& [id, path] : src_chunks) EXPECT_EQ(ReadFile(path), ReadFile(dst_chunks[id]));
+  ExpectRestores(dst_, Snap("vm/100", 2), "disk0.img", image);
+  WriteChunkImage(image, {1, 2, 3, 1});
+  ExpectRestores(dst_, Snap("vm/100", 1), "disk0.img", image);
+  ExpectRestores(dst_, Snap("vm/100", 1), "vm.conf.blob", image);
+  r = Cairn({"verify", "-r", dst_});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+
+  // A second run finds everything there and copies nothing.
+  r = Sync({});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  j = ParseJson(r.out);
+  EXPECT_EQ(j["copied"], 0u) << r.out;
+  EXPECT_EQ(j["present"], 2u) << r.out;
+  EXPECT_EQ(j["chunks_copied"], 0u) << r.out;
+}
+
+TEST_F(SyncTest, EncryptedSnapshotsTravelWithoutTheKey) {
+  std::string key = Path("key.json");
+  RunOptions with_pass;
+  with_pass.env = {"CAIRN_PASSPHRASE=correct horse"};
+  ASSERT_EQ(Cairn({"key", "create", key}, with_pass).exit_code, 0);
+  std::string image = Path("disk.img");
+  WriteChunkImage(image, {7, 8});
+  RunResult r = Cairn({"backup", "-r", store(), "--id", "vm/9", "--time", SnapTime(1), "--keyfile",
+                       key, "disk0.img=" + image},
+                      with_pass);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  Backup("vm/10", 1, {"disk0.img=" + image}, false);  // plain
+
+  r = Sync({"--encrypted-only"});  // no key anywhere
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(DstSnapshots(), (std::vector<std::string>{Snap("vm/9", 1)}));
+  r = Cairn({"restore", "-r", dst_, Snap("vm/9", 1), "disk0.img", Path("nokey")});
+  EXPECT_NE(r.exit_code, 0);  // the copy is still encrypted
+  std::string out = Path("withkey");
+  r = Cairn({"restore", "-r", dst_, Snap("vm/9", 1), "disk0.img", out, "--keyfile", key},
+            with_pass);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(CompareFiles(image, out), "");
+}
+
+TEST_F(SyncTest, FiltersAndTransferLastChooseWhatIsCopied) {
+  std::string image = Path("disk.img");
+  WriteChunkImage(image, {1});
+  for (int t = 1; t <= 3; ++t) Backup("vm/100", t, {"disk0.img=" + image}, false);
+  Backup("vm/200", 1, {"disk0.img=" + image}, false);
+  Backup("ct/7", 1, {"disk0.img=" + image}, false);
+
+  // --verified-only: only what passed a verify on SRC (here: vm/200).
+  ASSERT_EQ(OnStore("verify", {"vm/200"}).exit_code, 0);
+  RunResult r = Sync({"--verified-only", "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  ASSERT_EQ(j["snapshots"].size(), 1u) << r.out;
+  EXPECT_EQ(j["snapshots"][0]["snapshot"], Snap("vm/200", 1));
+
+  r = Sync({"--group-filter", "type:vm", "--group-filter", "exclude:group:vm/200",
+            "--transfer-last", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(DstSnapshots(), (std::vector<std::string>{Snap("vm/100", 2), Snap("vm/100", 3)}));
+  // Named on the command line: only that group (or snapshot); a filter
+  // before the name takes one value.
+  r = Sync({"--group-filter", "type:ct", "ct/7"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(DstSnapshots().size(), 3u);
+  r = Sync({"vm/200/latest"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(DstSnapshots().size(), 4u);
+
+  r = Sync({"--group-filter", "colour:red"});
+  EXPECT_EQ(r.exit_code, kExitUsage) << r.Describe();
+  EXPECT_NE(r.err.find("colour:red"), std::string::npos) << r.err;
+  r = Sync({"vm/404"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("vm/404"), std::string::npos) << r.err;
+}
+
+TEST_F(SyncTest, DamagedChunkIsRefusedOnArrival) {
+  std::string image = Path("disk.img");
+  WriteChunkImage(image, {1, 2, 3});
+  Backup("vm/100", 1, {"disk0.img=" + image}, false);
+  auto digests = IndexDigests(SnapshotDir(store(), Snap("vm/100", 1)) + "/disk0.img.fidx");
+  ASSERT_EQ(digests.size(), 3u);
+  std::string bad = ChunkFiles(store())[digests[1]];
+  FlipBit(bad, FileSize(bad) / 2, 3);
+
+  RunResult r = Sync({});
+  EXPECT_EQ(r.exit_code, kExitCorruption) << r.Describe();
+  EXPECT_NE(r.err.find(digests[1]), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("refused on arrival"), std::string::npos) << r.err;
+  EXPECT_TRUE(DstSnapshots().empty());
+  EXPECT_EQ(ChunkFiles(dst_).count(digests[1]), 0u);
+}
+
+TEST_F(SyncTest, RemoveVanishedForgetsOnlyWhatSyncCopied) {
+  std::string image = Path("disk.img");
+  WriteChunkImage(image, {1});
+  for (int t = 1; t <= 3; ++t) Backup("vm/100", t, {"disk0.img=" + image}, false);
+  ASSERT_EQ(OnStore("protect", {Snap("vm/100", 2)}).exit_code, 0);
+  ASSERT_EQ(Sync({"--keep-protected"}).exit_code, 0);
+  // A snapshot made on DST itself, not by sync.
+  ASSERT_EQ(
+      Cairn({"backup", "-r", dst_, "--id", "vm/100", "--time", SnapTime(9), "disk0.img=" + image})
+          .exit_code,
+      0);
+  ASSERT_EQ(OnStore("unprotect", {Snap("vm/100", 2)}).exit_code, 0);
+  for (int t = 1; t <= 2; ++t) ASSERT_EQ(OnStore("forget", {Snap("vm/100", t)}).exit_code, 0);
+
+  RunResult r = Sync({"--remove-vanished", "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(DstSnapshots().size(), 4u);
+  r = Sync({"--remove-vanished"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["removed"], 1u) << r.out;
+  // vm/100/1 went; 2 is protected on DST (carried over), 3 is on SRC, 9 was
+  // not made by sync.
+  EXPECT_EQ(DstSnapshots(),
+            (std::vector<std::string>{Snap("vm/100", 2), Snap("vm/100", 3), Snap("vm/100", 9)}));
+}
+
+TEST_F(SyncTest, ResyncCorruptHealsAChunkVerifyQuarantined) {
+  std::string image = Path("disk.img");
+  WriteChunkImage(image, {1, 2, 3});
+  Backup("vm/100", 1, {"disk0.img=" + image}, false);
+  ASSERT_EQ(Sync({}).exit_code, 0);
+  auto digests = IndexDigests(SnapshotDir(dst_, Snap("vm/100", 1)) + "/disk0.img.fidx");
+  ASSERT_EQ(digests.size(), 3u);
+  std::string bad = ChunkFiles(dst_)[digests[2]];
+  FlipBit(bad, FileSize(bad) / 2, 5);
+  EXPECT_EQ(Cairn({"verify", "-r", dst_}).exit_code, kExitCorruption);
+
+  RunResult r = Sync({});  // without the option: present, nothing copied
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["chunks_copied"], 0u) << r.out;
+  r = Sync({"--resync-corrupt"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  EXPECT_EQ(j["resynced"], 1u) << r.out;
+  EXPECT_EQ(j["chunks_copied"], 1u) << r.out;
+  r = Cairn({"verify", "-r", dst_});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  ExpectRestores(dst_, Snap("vm/100", 1), "disk0.img", image);
+
+  // A snapshot that failed verification on DST is not the next one's dedup
+  // base: the chunk verify quarantined is copied again with the new snapshot.
+  bad = ChunkFiles(dst_)[digests[0]];
+  FlipBit(bad, FileSize(bad) / 2, 1);
+  EXPECT_EQ(Cairn({"verify", "-r", dst_}).exit_code, kExitCorruption);
+  Backup("vm/100", 2, {"disk0.img=" + image}, false);
+  r = Sync({});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  j = ParseJson(r.out);
+  EXPECT_EQ(j["copied"], 1u) << r.out;
+  EXPECT_EQ(j["chunks_copied"], 1u) << r.out;
+  ExpectRestores(dst_, Snap("vm/100", 2), "disk0.img", image);
+}
+
+TEST_F(SyncTest, KilledSyncLeavesNoSnapshotAndTheNextRunCompletes) {
+  std::string image = Path("disk.img");
+  WriteChunkImage(image, {11, 12, 13, 14, 15, 16});
+  Backup("vm/100", 1, {"disk0.img=" + image}, false);
+  // Killed three times, once 1, 3 and 5 chunks are on DST (slowed so that
+  // each run is mid-copy then); each run skips what the last one stored.
+  RunResult r;
+  for (size_t at : {1u, 3u, 5u}) {
+    RunOptions o;
+    int polls = 0;  // the chunk directories are listed every 20th poll (~20 ms)
+    o.poll = [&](pid_t) { return ++polls % 20 == 0 && ChunkFiles(dst_).size() >= at; };
+    r = Sync({"--limit-rate", "16M", "--jobs", "1"}, o);
+    ASSERT_TRUE(r.killed()) << r.Describe();
+    EXPECT_TRUE(DstSnapshots().empty()) << "killed at " << at << " chunks";
+  }
+  size_t before = ChunkFiles(dst_).size();
+  EXPECT_GE(before, 5u);
+
+  r = Sync({});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  EXPECT_EQ(j["copied"], 1u);
+  EXPECT_LE(j["chunks_copied"].get<uint64_t>(), 6u - before) << r.out;  // what was there stays
+  ExpectRestores(dst_, Snap("vm/100", 1), "disk0.img", image);
+}
+
+// Pull and push through a real server: the ServerTest fixture serves "main"
+// (vm/100, two snapshots) and an empty "other".
+class ServerSyncTest : public ServerTest {};
+
+TEST_F(ServerSyncTest, PullAndPushThroughTheServer) {
+  std::string local = Path("pulled");
+  ASSERT_EQ(Cairn({"init", local}).exit_code, 0);
+  RunOptions client;
+  client.env = ClientEnv(reader_);
+  RunResult r = Cairn({"sync", "--from", url_, "--to", local, "--json"}, client);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["copied"], 2u) << r.out;
+  std::string out = Path("out.img");
+  r = Cairn({"restore", "-r", local, Snap("vm/100", 2), "disk0.img", out});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(CompareFiles(image_, out), "");
+
+  // Push to the server's other store with a backup token of that store.
+  std::string other_url = "https://127.0.0.1:" + std::to_string(server_->port()) + "/other";
+  ASSERT_EQ(Cairn({"notes", "-r", local, Snap("vm/100", 2), "--set", "pushed off-site"}).exit_code,
+            0);
+  std::string pusher = Token("pusher", "other", "backup");
+  RunOptions push;
+  push.env = ClientEnv(pusher);
+  r = Cairn({"sync", "--from", local, "--to", other_url, "--json"}, push);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  EXPECT_EQ(j["copied"], 2u) << r.out;
+  r = Cairn({"restore", "-r", OtherStore(), Snap("vm/100", 2), "disk0.img", Path("out2.img")});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(CompareFiles(image_, Path("out2.img")), "");
+  EXPECT_EQ(Cairn({"verify", "-r", OtherStore()}).exit_code, 0);
+  EXPECT_EQ(ReadFile(SnapshotDir(OtherStore(), Snap("vm/100", 2)) + "/notes.txt"),
+            "pushed off-site");  // through the server's notes API
+  EXPECT_EQ(ReadFile(OtherStore() + "/vm/100/owner"), "pusher\n");
+  r = Cairn({"sync", "--from", local, "--to", other_url, "--json"}, push);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["chunks_copied"], 0u) << r.out;
+
+  // A token that may not write there is refused, clearly, and nothing changes.
+  std::string image2 = Path("disk2.img");
+  WriteChunkImage(image2, {42});
+  ASSERT_EQ(
+      Cairn({"backup", "-r", local, "--id", "vm/100", "--time", SnapTime(3), "disk0.img=" + image2})
+          .exit_code,
+      0);
+  RunOptions reader_of_other;
+  reader_of_other.env = ClientEnv(Token("reader2", "other", "reader"));
+  r = Cairn({"sync", "--from", local, "--to", other_url}, reader_of_other);
+  EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+  EXPECT_NE(r.err.find("reader2"), std::string::npos) << r.err;
+  EXPECT_FALSE(Exists(OtherStore() + "/vm/100/" + SnapTime(3)));
+
+  // A source that does not answer, and a certificate that is not the pinned
+  // one: clear errors naming the side, nothing written.
+  r = Cairn({"sync", "--from", "https://127.0.0.1:1/main", "--to", local}, client);
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.err.find("--from https://127.0.0.1:1/main"), std::string::npos) << r.err;
+  RunOptions wrong_pin;
+  wrong_pin.env = ClientEnv(reader_, false);
+  r = Cairn({"sync", "--from", url_, "--to", local, "--from-fingerprint",
+             "00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22:33:44:55:66:77:88:99:aa:"
+             "bb:cc:dd:ee:ff"},
+            wrong_pin);
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.err.find("--from " + url_), std::string::npos) << r.err;
+  r = Cairn({"snapshots", "-r", local, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out).size(), 3u) << r.out;  // the two pulled and the one backed up
+}
+
+}  // namespace
+}  // namespace cairn::cli_test

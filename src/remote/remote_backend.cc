@@ -1,5 +1,7 @@
 #include "remote/remote_backend.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "format/coding.h"
@@ -144,6 +146,30 @@ Status RemoteChunkSink::Flush() {
   return error_;
 }
 
+store::ConnectionSummary RemoteChunkSink::Connections() const {
+  std::lock_guard lock(mu_);
+  store::ConnectionSummary c;
+  c.final_count = last_in_flight_;
+  c.max_count = max_in_flight_;
+  c.mean_count = total_time_ > 0 ? in_flight_time_ / total_time_ : last_in_flight_;
+  c.cap = max_connections_;
+  return c;
+}
+
+void RemoteChunkSink::NoteInFlight(int delta) {
+  auto now = std::chrono::steady_clock::now();
+  // Time counts from the first upload on, idle stretches between included.
+  if (since_ != std::chrono::steady_clock::time_point{}) {
+    double dt = std::chrono::duration<double>(now - since_).count();
+    in_flight_time_ += in_flight_ * dt;
+    total_time_ += dt;
+  }
+  since_ = now;
+  in_flight_ += delta;
+  max_in_flight_ = std::max(max_in_flight_, in_flight_);
+  if (delta > 0) last_in_flight_ = in_flight_;
+}
+
 RemoteChunkSink::Stats RemoteChunkSink::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
@@ -158,7 +184,7 @@ void RemoteChunkSink::Worker() {
     queue_.pop_front();
     std::string path = path_ + "/chunks";
     bool failed = !error_.ok();
-    ++in_flight_;
+    NoteInFlight(+1);
     cv_.notify_all();  // room for a producer
     lock.unlock();
     // A retried upload is harmless: the server keeps a chunk it has.
@@ -168,7 +194,7 @@ void RemoteChunkSink::Worker() {
       batch.clear();
       spare_.push_back(std::move(batch));
     }
-    --in_flight_;
+    NoteInFlight(-1);
     if (!s.ok() && error_.ok()) error_ = s.WithContext("uploading chunks");
     if (queue_.empty() && in_flight_ == 0) idle_cv_.notify_all();
     cv_.notify_all();

@@ -7,10 +7,15 @@
 //     target uploads each index and blob file, and Commit sends the manifest
 //     (built and, with a key, signed on the client, as locally);
 //   - chunks go to a RemoteChunkSink: Insert() adds the chunk to a batch;
-//     full batches (4 MiB, or 256 MiB once decoded) are uploaded by up to 4 threads, each on its own
-//     keep-alive connection, while the backup goes on; Flush() (before the
-//     manifest) waits for all and returns the first error. Memory is bounded
-//     by the batches in flight (2 per thread).
+//     full batches (4 MiB, or 256 MiB once decoded) are uploaded by up to 4
+//     threads, each on its own keep-alive connection, while the backup goes
+//     on; a thread (a connection) is added while batches wait for one, so
+//     the connections follow how fast the backup's pipeline (its reads in
+//     flight tuned by the adaptive controller) produces new chunks, and an
+//     unchanged backup opens none. Flush() (before the manifest) waits for
+//     all and returns the first error. Memory is bounded by the batches in
+//     flight (2 per thread). Connections() reports the uploads at work (last,
+//     most, time-weighted mean) and the cap.
 //
 // What is sent: every chunk the backup does not find in its base snapshot
 // (the dedup base is the previous snapshot's index, as locally, so a second
@@ -22,6 +27,7 @@
 // backend at a time.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -52,6 +58,7 @@ class RemoteChunkSink : public store::ChunkSink {
   Result<store::InsertResult> Insert(const store::ChunkId& id, ByteSpan stored) override;
   Result<bool> Contains(const store::ChunkId& id) override;
   Status Flush() override;
+  store::ConnectionSummary Connections() const override;
 
   struct Stats {
     uint64_t batches = 0;
@@ -64,6 +71,9 @@ class RemoteChunkSink : public store::ChunkSink {
   void Worker();
   // REQUIRES: mu_ held. Queues current_ (waiting for room).
   void QueueCurrent(std::unique_lock<std::mutex>& lock);
+  // REQUIRES: mu_ held. Changes in_flight_ by `delta`, accounting the time
+  // spent at the old count first.
+  void NoteInFlight(int delta);
 
   std::shared_ptr<RemoteClient> client_;
   const int max_connections_;
@@ -82,6 +92,12 @@ class RemoteChunkSink : public store::ChunkSink {
   bool stopping_ = false;
   std::vector<std::thread> workers_;
   Stats stats_;
+  // Uploads at work over time, for Connections().
+  std::chrono::steady_clock::time_point since_{};
+  double in_flight_time_ = 0;  // sum of in_flight_ × seconds
+  double total_time_ = 0;
+  int max_in_flight_ = 0;
+  int last_in_flight_ = 0;  // at work when the last upload started
 };
 
 class RemoteStoreBackend : public datastore::RemoteBackend {

@@ -27,7 +27,6 @@
 // backend at a time.
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -38,6 +37,7 @@
 #include <vector>
 
 #include "datastore/snapshot_target.h"
+#include "remote/connection_meter.h"
 #include "remote/remote_chunk_source.h"
 #include "remote/remote_client.h"
 #include "store/chunk_source.h"
@@ -71,9 +71,6 @@ class RemoteChunkSink : public store::ChunkSink {
   void Worker();
   // REQUIRES: mu_ held. Queues current_ (waiting for room).
   void QueueCurrent(std::unique_lock<std::mutex>& lock);
-  // REQUIRES: mu_ held. Changes in_flight_ by `delta`, accounting the time
-  // spent at the old count first.
-  void NoteInFlight(int delta);
 
   std::shared_ptr<RemoteClient> client_;
   const int max_connections_;
@@ -87,16 +84,11 @@ class RemoteChunkSink : public store::ChunkSink {
   uint64_t current_raw_ = 0;  // what current_'s chunks decode to
   std::deque<Bytes> queue_;
   std::vector<Bytes> spare_;  // sent batches' buffers, for the next ones
-  int in_flight_ = 0;
+  ConnectionMeter in_flight_;  // uploads at work (one connection each), over time
   Status error_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
   Stats stats_;
-  // Uploads at work over time, for Connections().
-  std::chrono::steady_clock::time_point since_{};
-  double in_flight_time_ = 0;  // sum of in_flight_ × seconds
-  double total_time_ = 0;
-  int max_in_flight_ = 0;
   int last_in_flight_ = 0;  // at work when the last upload started
 };
 

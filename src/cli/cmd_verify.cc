@@ -303,6 +303,15 @@ void Run(Context& ctx, const VerifyArgs& args) {
           "the content was NOT checked; give --keyfile to check everything\n",
           keyless, r.keyless_chunks);
     }
+    // The summary line ("verified …") stays the last one: scripts read it.
+    fmt::print("reads in flight {} (max {}, {})\n", r.jobs_final, r.jobs_max,
+               options.jobs == 0 ? "auto" : "fixed");
+    if (connections.cap > 0) fmt::print("{}\n", ConnectionsLine(connections));
+    if (recorded.on_client) {
+      fmt::print("recorded on this client only{}; the server's verify state is unchanged "
+                 "(verify --on-server records there)\n",
+                 recorded.ledger.empty() ? "" : fmt::format(": ledger {}", recorded.ledger));
+    }
     fmt::print("chunk order: {}{}\n", verify::ChunkOrderName(r.order),
                options.order == verify::ChunkOrder::kAuto ? " (auto)" : "");
     fmt::print("{} snapshots: {}\n", r.snapshots.size(),
@@ -312,14 +321,6 @@ void Run(Context& ctx, const VerifyArgs& args) {
                r.stored_bytes / mib, r.raw_bytes / mib, r.seconds,
                r.seconds > 0 ? r.stored_bytes / mib / r.seconds : 0,
                r.seconds > 0 ? r.raw_bytes / mib / r.seconds : 0, r.problems.size());
-    fmt::print("reads in flight {} (max {}, {})\n", r.jobs_final, r.jobs_max,
-               options.jobs == 0 ? "auto" : "fixed");
-    if (connections.cap > 0) fmt::print("{}\n", ConnectionsLine(connections));
-    if (recorded.on_client) {
-      fmt::print("recorded on this client only{}; the server's verify state is unchanged "
-                 "(verify --on-server records there)\n",
-                 recorded.ledger.empty() ? "" : fmt::format(": ledger {}", recorded.ledger));
-    }
   }
   if (!r.ok()) ctx.exit_code = kExitCorruption;
 }

@@ -3,8 +3,11 @@
 //   - a backup token backs up an image and a tree to https://…/main; a
 //     reader restores both byte-identical, and the datastore on the server
 //     verifies clean;
+//   - --json reports the reads of the source in flight and the upload
+//     connections (at least one, at most the cap, for a first backup);
 //   - the second backup of unchanged data uploads no chunk (the previous
-//     snapshot is the base), one with a changed chunk uploads one;
+//     snapshot is the base) and opens no upload connection, and its --jobs
+//     pins the reads in flight; one with a changed chunk uploads one;
 //   - the group belongs to the token that created it: another backup token,
 //     a reader token, and a backup token on a group it does not own are
 //     refused with 403;
@@ -70,6 +73,13 @@ TEST_F(ServerBackupTest, BackupThroughTheServerRestoresByteIdentical) {
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   nlohmann::json j = ParseJson(r.out);
   EXPECT_GT(NewChunks(j, 0), 0u) << r.out;
+  // Reads of the source in flight, and the connections that uploaded.
+  EXPECT_EQ(j["jobs"]["mode"], "auto") << r.out;
+  EXPECT_GE(j["jobs"]["max"].get<int>(), 1) << r.out;
+  ASSERT_TRUE(j.contains("connections")) << r.out;
+  EXPECT_GE(j["connections"]["max"].get<int>(), 1) << r.out;
+  EXPECT_LE(j["connections"]["max"].get<int>(), j["connections"]["cap"].get<int>()) << r.out;
+  EXPECT_GT(j["connections"]["mean"].get<double>(), 0.0) << r.out;
 
   // The backup token sees its group, and the owner file names it.
   r = Remote("snapshots", {"--json"}, backup_);
@@ -99,12 +109,15 @@ TEST_F(ServerBackupTest, OnlyChunksTheBaseLacksAreSent) {
                                   "disk0.img=" + image_, "root.tree=" + tree_},
                        backup_);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
-  r = Remote("backup", {"--id", "vm/200", "--time", SnapTime(11), "--json",
+  r = Remote("backup", {"--id", "vm/200", "--time", SnapTime(11), "--json", "--jobs", "1",
                         "disk0.img=" + image_, "root.tree=" + tree_},
              backup_);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   nlohmann::json j = ParseJson(r.out);
   EXPECT_EQ(NewChunks(j, 0), 0u) << r.out;
+  EXPECT_EQ(j["jobs"]["mode"], "fixed") << r.out;
+  EXPECT_EQ(j["jobs"]["max"], 1) << r.out;
+  EXPECT_EQ(j["connections"]["max"], 0) << "nothing to upload, no upload connection: " << r.out;
   EXPECT_GT(j["archives"][1].value("reused_files", 0), 0) << r.out;  // the tree reused its base
   EXPECT_EQ(NewChunks(j, 1), 0u) << r.out;
 

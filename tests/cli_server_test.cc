@@ -9,6 +9,9 @@
 //     the connections used;
 //   - remote verify finds a chunk corrupted on the server (exit 3), naming
 //     it, and does not move anything on the server;
+//   - --jobs N pins the reads in flight of a remote restore and verify, and
+//     the connections follow them (one for one read, at most N/8 rounded
+//     up, never past the cap), as their --json reports;
 //   - a server whose fingerprint the client was not given is refused, with
 //     its fingerprint in the message; a wrong fingerprint too; the trusted
 //     servers file works;
@@ -88,6 +91,32 @@ TEST_F(ServerTest, VerifyFindsCorruptionOnTheServerAndMovesNothing) {
   r = Remote("restore", {Snap("vm/100", 1), "disk0.img", out}, reader_);
   EXPECT_EQ(r.exit_code, kExitCorruption) << r.Describe();
   EXPECT_FALSE(Exists(out));
+}
+
+TEST_F(ServerTest, JobsPinReadsInFlightAndConnectionsFollowThem) {
+  RunResult r = Remote("verify", {"--jobs", "1", "--json"}, reader_);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  EXPECT_EQ(j["jobs"]["mode"], "fixed") << r.out;
+  EXPECT_EQ(j["jobs"]["max"], 1) << r.out;
+  ASSERT_TRUE(j["connections"].is_object()) << r.out;
+  EXPECT_EQ(j["connections"]["max"], 1) << "one read in flight needs one connection: " << r.out;
+
+  r = Remote("restore", {"vm/100/latest", "disk0.img", "--rehearse", "--jobs", "9", "--json"},
+             reader_);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  j = ParseJson(r.out);
+  EXPECT_EQ(j["jobs"]["mode"], "fixed") << r.out;
+  EXPECT_LE(j["jobs"]["max"].get<int>(), 9) << r.out;
+  EXPECT_GE(j["connections"]["max"].get<int>(), 1) << r.out;
+  EXPECT_LE(j["connections"]["max"].get<int>(), 2) << "9 reads in flight, 8 per connection: " << r.out;
+  EXPECT_LE(j["connections"]["cap"].get<int>(), 8) << r.out;
+
+  // Self-tuning: within the cap, and the summary says so.
+  r = Remote("verify", {}, reader_);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("reads in flight "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("connections to the server: "), std::string::npos) << r.out;
 }
 
 TEST_F(ServerTest, AnUntrustedServerIsRefusedWithItsFingerprint) {

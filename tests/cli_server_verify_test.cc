@@ -6,7 +6,12 @@
 //     quarantined there (moved to .bad), unlike a client-side remote verify;
 //   - `task show` (status, --log, --follow), `--detach`;
 //   - a reader token may not start one (403); another token cannot see the
-//     task (404); an admin token can.
+//     task (404); an admin token can;
+//   - a verify run on a client (without --on-server) records on the client
+//     only, whatever its token: the server's verify state and ledger stay
+//     as they were, the client's mirror does not claim a state the server
+//     lacks, and --json says where it recorded and how many connections
+//     carried the chunks; --on-server afterwards records on the server.
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -113,6 +118,58 @@ TEST_F(ServerVerifyTaskTest, DetachThenTaskShowFollowAndLog) {
   r = RunCairn({"task", "list", "-r", url_, "--json"}, options);
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(ParseJson(r.out)["tasks"].size(), 1u) << r.out;
+}
+
+TEST_F(ServerVerifyTaskTest, AClientVerifyRecordsOnTheClientOnlyWhateverItsToken) {
+  // The verify state of every snapshot as the client sees the server's.
+  auto remote_states = [&] {
+    std::vector<std::string> states;
+    RunResult r = Remote("snapshots", {"--json"}, reader_);
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    for (const auto& s : ParseJson(r.out)) {
+      states.push_back(s["verify"].is_object() ? s["verify"]["state"].get<std::string>() : "none");
+    }
+    return states;
+  };
+  const std::string cache = tmp_.Join("cache");
+  for (const std::string& token : {reader_, verifier_}) {
+    RunResult r = Remote("verify", {"--json"}, token);
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    nlohmann::json j = ParseJson(r.out);
+    EXPECT_EQ(j["snapshots"].size(), 2u) << r.out;
+    EXPECT_GT(j["checked_chunks"].get<int>(), 0) << r.out;
+    ASSERT_TRUE(j["recorded"].is_object()) << r.out;
+    EXPECT_EQ(j["recorded"]["where"], "client") << r.out;
+    EXPECT_EQ(j["recorded"]["on_server"], false) << r.out;
+    EXPECT_EQ(j["recorded"]["snapshot_state"], false) << r.out;
+    std::string ledger = j["recorded"]["ledger"].get<std::string>();
+    EXPECT_EQ(ledger.rfind(cache + "/", 0), 0u) << "the ledger is in the client's cache: " << r.out;
+    EXPECT_TRUE(Exists(ledger)) << ledger;
+    ASSERT_TRUE(j["connections"].is_object()) << r.out;
+    EXPECT_GE(j["connections"]["max"].get<int>(), 1) << r.out;
+    EXPECT_LE(j["connections"]["max"].get<int>(), j["connections"]["cap"].get<int>()) << r.out;
+    // Nothing recorded on the server, nor claimed for it by the mirror.
+    EXPECT_EQ(VerifyStates(), (std::vector<std::string>{"none", "none"}));
+    EXPECT_FALSE(Exists(store() + "/.ledger"));
+    EXPECT_EQ(remote_states(), (std::vector<std::string>{"none", "none"}));
+  }
+  RunResult r = Remote("verify", {}, reader_);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("recorded on this client only"), std::string::npos) << r.out;
+
+  // The server's own verify records there, and its record reaches the client.
+  r = Remote("verify", {"--on-server"}, verifier_);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(VerifyStates(), (std::vector<std::string>{"ok", "ok"}));
+  EXPECT_EQ(remote_states(), (std::vector<std::string>{"ok", "ok"}));
+  // A verify at the datastore's path records in it, and says so.
+  r = OnStore("verify", {"--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  EXPECT_EQ(j["recorded"]["where"], "datastore") << r.out;
+  EXPECT_EQ(j["recorded"]["snapshot_state"], true) << r.out;
+  EXPECT_EQ(j["recorded"]["ledger"], store() + "/.ledger") << r.out;
+  EXPECT_TRUE(j["connections"].is_null()) << r.out;
 }
 
 TEST_F(ServerVerifyTaskTest, ReaderIsRefusedAndOthersCannotSeeTheTask) {

@@ -128,7 +128,10 @@ Result<index::FixedIndex> BackupImage(ReadableFile& source, uint64_t size, store
       },
       // The read buffer and the compressed copy.
       [&](size_t i) { return uint64_t{length(i)} * 2; }, popts, &ps));
-  stats->reads_final = controller.summary().final_limit;
+  const pipeline::ConcurrencyController::Summary reads = controller.summary();
+  stats->reads_final = reads.final_limit;
+  stats->reads_max = reads.max_limit;
+  stats->reads_mean = reads.mean_limit;
 
   CAIRN_ASSIGN_OR_RETURN(uint64_t end_size, source.Size());
   if (end_size != size) {

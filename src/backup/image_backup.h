@@ -42,6 +42,8 @@ struct ImageStats {
   uint64_t reused_chunks = 0;  // already in the base or the store
   uint64_t reused_bytes = 0;
   int reads_final = 0;  // reads of the source in flight at the end
+  int reads_max = 0;
+  double reads_mean = 0;  // time-weighted
 };
 
 struct ImageBackupOptions {

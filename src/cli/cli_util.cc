@@ -225,6 +225,15 @@ double MiBPerSecond(uint64_t bytes, double secs) {
   return secs > 0 ? static_cast<double>(bytes) / (1 << 20) / secs : 0;
 }
 
+nlohmann::json ConnectionsJson(const store::ConnectionSummary& c) {
+  return {{"final", c.final_count}, {"max", c.max_count}, {"mean", c.mean_count}, {"cap", c.cap}};
+}
+
+std::string ConnectionsLine(const store::ConnectionSummary& c) {
+  return fmt::format("connections to the server: {} (max {}, mean {:.1f}, cap {})", c.final_count,
+                     c.max_count, c.mean_count, c.cap);
+}
+
 std::string HumanRate(uint64_t bytes, double secs) {
   if (secs <= 0) return "-";
   return fmt::format("{:.0f} MiB/s", MiBPerSecond(bytes, secs));

@@ -146,6 +146,12 @@ Result<store::ChunkSource*> MaybeInject(const std::string& spec, store::ChunkSou
 std::string HumanRate(uint64_t bytes, double secs);  // "640 MiB/s"
 double MiBPerSecond(uint64_t bytes, double secs);
 
+// How many connections to a server carried a run's chunks (restore, verify,
+// backup): {"final", "max", "mean", "cap"} for --json, and the summary line
+// "connections to the server: 3 (max 4, mean 2.7, cap 8)".
+nlohmann::json ConnectionsJson(const store::ConnectionSummary& c);
+std::string ConnectionsLine(const store::ConnectionSummary& c);
+
 // Writes `j` to stdout as one JSON document.
 void PrintJson(const nlohmann::json& j);
 

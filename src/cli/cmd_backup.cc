@@ -16,6 +16,7 @@ struct BackupArgs {
   std::vector<std::string> exclude_files;
   bool cross_fs = false;
   bool no_xattrs = false;
+  std::string jobs = "auto";
 };
 
 // Patterns from an exclude file: one per line; blank lines and lines
@@ -115,6 +116,9 @@ void Run(Context& ctx, const BackupArgs& args) {
     if (!t.ok()) return Fail(ctx, t.status());
     options.time = *t;
   }
+  auto jobs = ParseJobs(args.jobs);
+  if (!jobs.ok()) return Fail(ctx, jobs.status());
+  options.image.reads = *jobs;
   options.tree.excludes = args.excludes;
   for (const auto& file : args.exclude_files) {
     if (Status st = ReadExcludeFile(*ctx.env, file, &options.tree.excludes); !st.ok()) return Fail(ctx, st);
@@ -142,16 +146,34 @@ void Run(Context& ctx, const BackupArgs& args) {
   }();
   if (!report.ok()) return Fail(ctx, report.status().WithContext("backup failed"));
   uint64_t total = 0;
-  for (const auto& a : report->archives) total += a.stats.bytes;
+  // Reads of the source in flight: the last image archive's pipeline.
+  const backup::ImageStats* reads = nullptr;
+  for (const auto& a : report->archives) {
+    total += a.stats.bytes;
+    if (a.kind == index::ArchiveKind::kImage) reads = &a.stats;
+  }
+  // Through a server: the connections that uploaded the new chunks.
+  const store::ConnectionSummary connections = (*store)->sink().Connections();
   if (ctx.json) {
     nlohmann::json archives = nlohmann::json::array();
     for (const auto& a : report->archives) archives.push_back(ArchiveJson(a));
-    PrintJson({{"snapshot", report->snapshot.ToString()},
-               {"ns", report->snapshot.group.ns},
-               {"bytes", total},
-               {"seconds", report->seconds},
-               {"archives", archives}});
+    nlohmann::json j = {{"snapshot", report->snapshot.ToString()},
+                        {"ns", report->snapshot.group.ns},
+                        {"bytes", total},
+                        {"seconds", report->seconds},
+                        {"archives", archives},
+                        {"jobs", {{"mode", *jobs == 0 ? "auto" : "fixed"},
+                                  {"final", reads ? reads->reads_final : 0},
+                                  {"max", reads ? reads->reads_max : 0},
+                                  {"mean", reads ? reads->reads_mean : 0.0}}}};
+    if (connections.cap > 0) j["connections"] = ConnectionsJson(connections);
+    PrintJson(j);
   } else if (!ctx.quiet) {
+    if (reads != nullptr) {
+      fmt::print("reads of the source in flight {} (max {}, {})\n", reads->reads_final,
+                 reads->reads_max, *jobs == 0 ? "auto" : "fixed");
+    }
+    if (connections.cap > 0) fmt::print("{}\n", ConnectionsLine(connections));
     fmt::print("snapshot {} finished: {} in {:.2f} s ({})\n", report->snapshot.ToString(),
                HumanBytes(total), report->seconds, HumanRate(total, report->seconds));
   }
@@ -180,6 +202,8 @@ void RegisterBackup(CLI::App& app, Context& ctx) {
                 "descend into other filesystems mounted below a tree's root (default: stay on "
                 "one filesystem)");
   cmd->add_flag("--no-xattrs", args->no_xattrs, "do not record extended attributes and ACLs");
+  cmd->add_option("--jobs", args->jobs,
+                  "reads of an image source in flight: auto (self-tuning, default) or N");
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }
 

@@ -128,12 +128,6 @@ nlohmann::json ArchiveJson(const restore::ArchiveResult& a) {
           {"zero_chunks", s.zero_chunks}};
 }
 
-// A server's chunk source: how many TLS connections carried the chunks
-// (they follow the reads in flight that the controller picks, up to a cap).
-nlohmann::json ConnectionsJson(const store::ConnectionSummary& c) {
-  return {{"final", c.final_count}, {"max", c.max_count}, {"mean", c.mean_count}, {"cap", c.cap}};
-}
-
 void PrintJsonReport(const restore::RestoreReport& report, const restore::RestoreRequest& request,
                      const store::ConnectionSummary& connections) {
   restore::ImageRestoreStats total;
@@ -228,9 +222,7 @@ void PrintHuman(FILE* out, const restore::RestoreReport& report,
                  s.chunks_fetched, skipped, HumanBytes(s.written_bytes), s.jobs_final, s.jobs_max,
                  request.jobs == 0 ? "auto" : "fixed");
       if (connections.cap > 0) {
-        fmt::print(out, "connections to the server: {} (max {}, mean {:.1f}, cap {})\n",
-                   connections.final_count, connections.max_count, connections.mean_count,
-                   connections.cap);
+        fmt::print(out, "{}\n", ConnectionsLine(connections));
       }
     }
     if (request.rehearse) {

@@ -95,6 +95,34 @@ nlohmann::json CoverJson(int days, const verify::VerifyReport& r, const Coverage
           {"pace_seconds_per_day", c.pace_s}};
 }
 
+// Where a verify run keeps what it found (docs/SERVER.md, "Where verify
+// results are kept"): a datastore verified at its path (or in an object
+// store) records its ledger and each snapshot's verify state in it; a
+// server's datastore verified from a client records the ledger in the
+// client's cache only (its own --outdated-after and resumption) and leaves
+// the server's record alone, whatever the token: the server records only
+// what it read itself (verify --on-server).
+struct Recorded {
+  bool on_client = false;  // a server's datastore, verified here
+  std::string ledger;      // the ledger's directory; empty: not used
+  bool snapshot_state = true;
+};
+
+Recorded RecordedFor(const datastore::Datastore& store, bool use_ledger) {
+  Recorded r;
+  r.on_client = store.is_remote() && !store.chunks_in_object_store();
+  r.snapshot_state = !r.on_client;
+  if (use_ledger) r.ledger = JoinPath(store.DisplayName(), ".ledger");
+  return r;
+}
+
+nlohmann::json RecordedJson(const Recorded& r) {
+  return {{"where", r.on_client ? "client" : "datastore"},
+          {"ledger", r.ledger.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.ledger)},
+          {"snapshot_state", r.snapshot_state},
+          {"on_server", false}};
+}
+
 void Run(Context& ctx, const VerifyArgs& args) {
   if (args.on_server) return RunOnServer(ctx, args);
   if (args.detach) return Fail(ctx, InvalidArgumentError("--detach goes with --on-server"));
@@ -111,6 +139,8 @@ void Run(Context& ctx, const VerifyArgs& args) {
   options.jobs = *jobs;
   options.cpu_workers = args.bench.cpu_workers;
   options.use_ledger = !args.no_ledger;
+  const Recorded recorded = RecordedFor(**store, options.use_ledger);
+  options.record_state = recorded.snapshot_state;
   options.outdated_after_s = static_cast<int64_t>(args.outdated_after_days * 86400);
   options.budget = args.budget_percent / 100;
   if (!args.max_duration.empty()) {
@@ -139,6 +169,7 @@ void Run(Context& ctx, const VerifyArgs& args) {
   }();
   if (!report.ok()) return Fail(ctx, report.status());
   const auto& r = *report;
+  const store::ConnectionSummary connections = (*store)->source().Connections();
   size_t failed = std::count_if(r.snapshots.begin(), r.snapshots.end(),
                                 [](const auto& s) { return !s.ok; });
   size_t incomplete = std::count_if(r.snapshots.begin(), r.snapshots.end(),
@@ -214,7 +245,11 @@ void Run(Context& ctx, const VerifyArgs& args) {
                {"mib_per_s", MiBPerSecond(r.raw_bytes, r.seconds)},
                {"jobs", {{"mode", options.jobs == 0 ? "auto" : "fixed"},
                          {"final", r.jobs_final},
-                         {"max", r.jobs_max}}}});
+                         {"max", r.jobs_max},
+                         {"mean", r.jobs_mean}}},
+               {"connections", connections.cap > 0 ? ConnectionsJson(connections)
+                                                   : nlohmann::json(nullptr)},
+               {"recorded", RecordedJson(recorded)}});
   } else {
     for (const auto& p : r.problems) {
       fmt::print("BAD {}: {}\n", p.what, p.error);
@@ -267,6 +302,15 @@ void Run(Context& ctx, const VerifyArgs& args) {
           "{} encrypted snapshots checked without their key: stored checksums only ({} chunks), "
           "the content was NOT checked; give --keyfile to check everything\n",
           keyless, r.keyless_chunks);
+    }
+    // The summary line ("verified …") stays the last one: scripts read it.
+    fmt::print("reads in flight {} (max {}, {})\n", r.jobs_final, r.jobs_max,
+               options.jobs == 0 ? "auto" : "fixed");
+    if (connections.cap > 0) fmt::print("{}\n", ConnectionsLine(connections));
+    if (recorded.on_client) {
+      fmt::print("recorded on this client only{}; the server's verify state is unchanged "
+                 "(verify --on-server records there)\n",
+                 recorded.ledger.empty() ? "" : fmt::format(": ledger {}", recorded.ledger));
     }
     fmt::print("chunk order: {}{}\n", verify::ChunkOrderName(r.order),
                options.order == verify::ChunkOrder::kAuto ? " (auto)" : "");

@@ -1,5 +1,7 @@
 #include "remote/remote_backend.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "format/coding.h"
@@ -86,7 +88,7 @@ void RemoteChunkSink::StartSession(std::string session_path) {
 
 void RemoteChunkSink::EndSession() {
   std::unique_lock lock(mu_);
-  idle_cv_.wait(lock, [&] { return queue_.empty() && in_flight_ == 0; });
+  idle_cv_.wait(lock, [&] { return queue_.empty() && in_flight_.count() == 0; });
   path_.clear();
   uploaded_.clear();
   current_.clear();
@@ -126,7 +128,7 @@ void RemoteChunkSink::QueueCurrent(std::unique_lock<std::mutex>& lock) {
   stats_.batches++;
   // One more thread while the queue grows, up to the limit.
   if (static_cast<int>(workers_.size()) < max_connections_ &&
-      queue_.size() + in_flight_ > workers_.size()) {
+      queue_.size() + in_flight_.count() > workers_.size()) {
     workers_.emplace_back([this] { Worker(); });
   }
   cv_.notify_all();
@@ -140,8 +142,13 @@ Result<bool> RemoteChunkSink::Contains(const store::ChunkId& id) {
 Status RemoteChunkSink::Flush() {
   std::unique_lock lock(mu_);
   QueueCurrent(lock);
-  idle_cv_.wait(lock, [&] { return queue_.empty() && in_flight_ == 0; });
+  idle_cv_.wait(lock, [&] { return queue_.empty() && in_flight_.count() == 0; });
   return error_;
+}
+
+store::ConnectionSummary RemoteChunkSink::Connections() const {
+  std::lock_guard lock(mu_);
+  return in_flight_.Summary(last_in_flight_, max_connections_);
 }
 
 RemoteChunkSink::Stats RemoteChunkSink::stats() const {
@@ -158,7 +165,8 @@ void RemoteChunkSink::Worker() {
     queue_.pop_front();
     std::string path = path_ + "/chunks";
     bool failed = !error_.ok();
-    ++in_flight_;
+    in_flight_.Change(+1);
+    last_in_flight_ = in_flight_.count();
     cv_.notify_all();  // room for a producer
     lock.unlock();
     // A retried upload is harmless: the server keeps a chunk it has.
@@ -168,9 +176,9 @@ void RemoteChunkSink::Worker() {
       batch.clear();
       spare_.push_back(std::move(batch));
     }
-    --in_flight_;
+    in_flight_.Change(-1);
     if (!s.ok() && error_.ok()) error_ = s.WithContext("uploading chunks");
-    if (queue_.empty() && in_flight_ == 0) idle_cv_.notify_all();
+    if (queue_.empty() && in_flight_.count() == 0) idle_cv_.notify_all();
     cv_.notify_all();
   }
 }

@@ -7,10 +7,15 @@
 //     target uploads each index and blob file, and Commit sends the manifest
 //     (built and, with a key, signed on the client, as locally);
 //   - chunks go to a RemoteChunkSink: Insert() adds the chunk to a batch;
-//     full batches (4 MiB, or 256 MiB once decoded) are uploaded by up to 4 threads, each on its own
-//     keep-alive connection, while the backup goes on; Flush() (before the
-//     manifest) waits for all and returns the first error. Memory is bounded
-//     by the batches in flight (2 per thread).
+//     full batches (4 MiB, or 256 MiB once decoded) are uploaded by up to 4
+//     threads, each on its own keep-alive connection, while the backup goes
+//     on; a thread (a connection) is added while batches wait for one, so
+//     the connections follow how fast the backup's pipeline (its reads in
+//     flight tuned by the adaptive controller) produces new chunks, and an
+//     unchanged backup opens none. Flush() (before the manifest) waits for
+//     all and returns the first error. Memory is bounded by the batches in
+//     flight (2 per thread). Connections() reports the uploads at work (last,
+//     most, time-weighted mean) and the cap.
 //
 // What is sent: every chunk the backup does not find in its base snapshot
 // (the dedup base is the previous snapshot's index, as locally, so a second
@@ -32,6 +37,7 @@
 #include <vector>
 
 #include "datastore/snapshot_target.h"
+#include "remote/connection_meter.h"
 #include "remote/remote_chunk_source.h"
 #include "remote/remote_client.h"
 #include "store/chunk_source.h"
@@ -52,6 +58,7 @@ class RemoteChunkSink : public store::ChunkSink {
   Result<store::InsertResult> Insert(const store::ChunkId& id, ByteSpan stored) override;
   Result<bool> Contains(const store::ChunkId& id) override;
   Status Flush() override;
+  store::ConnectionSummary Connections() const override;
 
   struct Stats {
     uint64_t batches = 0;
@@ -77,11 +84,12 @@ class RemoteChunkSink : public store::ChunkSink {
   uint64_t current_raw_ = 0;  // what current_'s chunks decode to
   std::deque<Bytes> queue_;
   std::vector<Bytes> spare_;  // sent batches' buffers, for the next ones
-  int in_flight_ = 0;
+  ConnectionMeter in_flight_;  // uploads at work (one connection each), over time
   Status error_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
   Stats stats_;
+  int last_in_flight_ = 0;  // at work when the last upload started
 };
 
 class RemoteStoreBackend : public datastore::RemoteBackend {

@@ -54,24 +54,7 @@ RemoteChunkSource::Stats RemoteChunkSource::stats() const {
 
 store::ConnectionSummary RemoteChunkSource::Connections() const {
   std::lock_guard lock(mu_);
-  store::ConnectionSummary c;
-  c.final_count = last_active_;
-  c.max_count = max_active_;
-  c.mean_count = total_time_ > 0 ? active_time_ / total_time_ : last_active_;
-  c.cap = max_connections_;
-  return c;
-}
-
-void RemoteChunkSource::NoteActive(int delta) {
-  Clock::time_point now = Clock::now();
-  if (since_ != Clock::time_point{}) {
-    double dt = std::chrono::duration<double>(now - since_).count();
-    active_time_ += active_ * dt;
-    total_time_ += dt;
-  }
-  since_ = now;
-  active_ += delta;
-  max_active_ = std::max(max_active_, active_);
+  return active_.Summary(last_active_, max_connections_);
 }
 
 int RemoteChunkSource::TargetConnections() const {
@@ -114,7 +97,7 @@ void RemoteChunkSource::Enqueue(Pending pending) {
     std::lock_guard lock(mu_);
     queue_.push_back(std::move(pending));
     // Another connection when none is free and the reads waiting call for one.
-    if (idle_workers_ == 0 && active_ < TargetConnections() &&
+    if (idle_workers_ == 0 && active_.count() < TargetConnections() &&
         static_cast<int>(workers_.size()) < max_connections_) {
       workers_.emplace_back([this] { Worker(); });
       ++stats_.connections;
@@ -137,12 +120,14 @@ void RemoteChunkSource::Worker() {
   std::unique_lock lock(mu_);
   while (true) {
     ++idle_workers_;
-    cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && active_ < TargetConnections()); });
+    cv_.wait(lock, [&] {
+      return stop_ || (!queue_.empty() && active_.count() < TargetConnections());
+    });
     --idle_workers_;
     if (stop_) return;
     // Share what waits among the connections that will take it.
     const int target = TargetConnections();
-    size_t takers = static_cast<size_t>(std::max(1, target - active_));
+    size_t takers = static_cast<size_t>(std::max(1, target - active_.count()));
     size_t take = std::clamp<size_t>((queue_.size() + takers - 1) / takers, 1, kMaxBatch);
     std::vector<Pending> batch;
     for (size_t i = 0; i < take && !queue_.empty(); ++i) {
@@ -152,14 +137,14 @@ void RemoteChunkSource::Worker() {
     const size_t taken = batch.size();
     in_batches_ += taken;
     ++stats_.batches;
-    NoteActive(+1);
+    active_.Change(+1);
     last_active_ = target;
     if (!queue_.empty()) cv_.notify_one();  // more for another connection
     lock.unlock();
     SleepForLatency();
     Status s = FetchBatch(&connection, &batch);
     lock.lock();
-    NoteActive(-1);
+    active_.Change(-1);
     in_batches_ -= batch.size();  // the answered ones left as they came
     if (batch.empty()) continue;
     // Not answered: back to the front of the queue, or failed for good.

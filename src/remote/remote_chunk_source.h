@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "remote/connection_meter.h"
 #include "remote/remote_client.h"
 #include "store/chunk_source.h"
 
@@ -76,9 +77,6 @@ class RemoteChunkSource : public store::ChunkSource {
   // Connections that should be at work for the reads outstanding.
   // REQUIRES: mu_ held.
   int TargetConnections() const;
-  // REQUIRES: mu_ held. Accounts the time at the current count of
-  // connections at work before it changes.
-  void NoteActive(int delta);
   // Fetches `batch` on *connection (opened when null; dropped after a
   // transport error); what is left unanswered stays in it.
   Status FetchBatch(std::unique_ptr<net::HttpConnection>* connection,
@@ -94,17 +92,11 @@ class RemoteChunkSource : public store::ChunkSource {
   std::deque<Pending> queue_;
   std::vector<std::thread> workers_;
   int idle_workers_ = 0;
-  int active_ = 0;           // workers fetching a batch
+  ConnectionMeter active_;   // workers fetching a batch, over time
   size_t in_batches_ = 0;    // reads taken into batches, not yet answered
   bool stop_ = false;
   Stats stats_;
-  // Connections at work over time, for Connections().
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point since_{};
-  double active_time_ = 0;  // sum of active_ × seconds
-  double total_time_ = 0;
-  int max_active_ = 0;
-  int last_active_ = 0;  // at work when the last batch started
+  int last_active_ = 0;  // the target when the last batch started
 };
 
 }  // namespace cairn::remote

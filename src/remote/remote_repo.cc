@@ -226,6 +226,12 @@ Status SyncSnapshotList(Env& env, RemoteClient& client_ref, const datastore::Dat
       CAIRN_RETURN_IF_ERROR(CreateDirs(env, dir));
       CAIRN_RETURN_IF_ERROR(WriteFileReplacing(env, manifest_path, manifest));
     }
+    // The verify state is the server's record only: one the mirror holds
+    // that the server does not (written by an older client's verify) goes.
+    if (!entry.contains("verify")) {
+      std::string state_path = JoinPath(dir, datastore::kVerifyStateFileName);
+      if (env.Stat(state_path).ok()) CAIRN_RETURN_IF_ERROR(env.RemoveFile(state_path));
+    }
     if (entry.contains("verify")) {
       CAIRN_ASSIGN_OR_RETURN(Bytes state, Unhex(entry["verify"], "verify state"));
       std::string state_path = JoinPath(dir, datastore::kVerifyStateFileName);

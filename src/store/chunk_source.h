@@ -125,6 +125,10 @@ class ChunkSink {
   // Makes every chunk inserted so far durable. Called before a manifest
   // that references them is written.
   virtual Status Flush() = 0;
+
+  // For a sink that uploads to a server over several connections: how many
+  // it used. Zero counts for any other sink.
+  virtual ConnectionSummary Connections() const { return {}; }
 };
 
 }  // namespace cairn::store

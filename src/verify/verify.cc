@@ -266,6 +266,7 @@ class ChunkChecker {
     auto summary = controller_.summary();
     report->jobs_final = summary.final_limit;
     report->jobs_max = summary.max_limit;
+    report->jobs_mean = summary.mean_limit;
   }
 
  private:

@@ -142,6 +142,7 @@ struct VerifyReport {
   double seconds = 0;
   int jobs_final = 0;  // reads in flight at the end
   int jobs_max = 0;
+  double jobs_mean = 0;  // time-weighted
   uint64_t selected_bytes = 0;  // plaintext bytes of the distinct chunks selected
   uint64_t checked_chunks = 0;  // read and checked by this run
   // Of those, chunks of encrypted snapshots whose key was not given: their

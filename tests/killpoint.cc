@@ -167,8 +167,12 @@ std::vector<sock_filter> BuildFilter() {
   return f;
 }
 
-volatile sig_atomic_t g_pending_signal = 0;
-void OnSignal(int sig) { g_pending_signal = sig; }
+// The traced program: a signal to this wrapper goes straight on to it
+// (kill is async-signal-safe), so none is lost between two waits.
+volatile pid_t g_child = 0;
+void OnSignal(int sig) {
+  if (g_child > 0) kill(g_child, sig);
+}
 
 std::string ReadTraceeString(pid_t tid, uint64_t addr) {
   std::string out(4096, '\0');
@@ -277,8 +281,9 @@ int main(int argc, char** argv) {
     return 125;
   }
 
+  g_child = child;
   struct sigaction sa = {};
-  sa.sa_handler = OnSignal;  // no SA_RESTART: waitpid returns EINTR
+  sa.sa_handler = OnSignal;
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaction(sig, &sa, nullptr);
 
   std::map<long, const Syscall*> by_nr;
@@ -295,17 +300,14 @@ int main(int argc, char** argv) {
   for (;;) {
     pid_t tid = waitpid(-1, &status, __WALL);
     if (tid < 0) {
-      if (errno == EINTR) {
-        if (g_pending_signal != 0 && !child_done) kill(child, g_pending_signal);
-        g_pending_signal = 0;
-        continue;
-      }
+      if (errno == EINTR) continue;
       break;  // ECHILD: every tracee is gone
     }
     if (WIFEXITED(status) || WIFSIGNALED(status)) {
       if (tid == child) {
         child_status = status;
         child_done = true;
+        g_child = 0;  // reaped: its pid may be reused
       }
       continue;
     }

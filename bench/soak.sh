@@ -379,7 +379,7 @@ wait "$server_pid" 2>/dev/null
 rss_first=$(awk 'NR<=10 && $2>m {m=$2} END {print m+0}' "$dir/log/rss" 2>/dev/null)
 rss_max=$(awk '$2>m {m=$2} END {print m+0}' "$dir/log/rss" 2>/dev/null)
 rss_last=$(tail -1 "$dir/log/rss" 2>/dev/null | awk '{print $2+0}')
-bytes=$(awk '{s+=$1} END {printf "%d", s}' "$dir/log/bytes" 2>/dev/null)
+bytes=$(awk '{s+=$1} END {printf "%.0f", s}' "$dir/log/bytes" 2>/dev/null)
 {
   echo "minutes $minutes"
   echo "seed $seed"

@@ -166,7 +166,8 @@ RunResult RunCairn(const std::vector<std::string>& args, const RunOptions& optio
     ADD_FAILURE() << "pipe: " << std::strerror(errno);
     return result;
   }
-  std::vector<std::string> argv_s = {CairnBinary()};
+  std::vector<std::string> argv_s = options.wrapper;
+  argv_s.push_back(CairnBinary());
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());

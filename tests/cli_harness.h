@@ -106,6 +106,9 @@ struct RunOptions {
   // When non-zero, RLIMIT_FSIZE for the process with SIGXFSZ ignored: a
   // write past it fails with EFBIG, the way a full disk fails with ENOSPC.
   uint64_t file_size_limit = 0;
+  // When set, the command line is WRAPPER… cairn ARGS… (cairn-killpoint
+  // and its options: tests/cli_kill.h).
+  std::vector<std::string> wrapper;
 };
 
 // Runs cairn with `args` and waits for it. A run that takes longer than

@@ -27,17 +27,20 @@
 
 namespace cairn::cli_test {
 
-// A `cairn serve` process, started with the given arguments; waits for its
-// "listening on" line. SIGTERM and a wait on destruction.
+// A `cairn serve` process, started with the given arguments (as WRAPPER…
+// cairn ARGS… when `wrapper` is given: cairn-killpoint, tests/cli_kill.h);
+// waits for its "listening on" line. SIGTERM and a wait on destruction.
 class ServerProcess {
  public:
-  ServerProcess(const std::vector<std::string>& args, const std::string& stderr_path) {
+  ServerProcess(const std::vector<std::string>& args, const std::string& stderr_path,
+                const std::vector<std::string>& wrapper = {}) {
     int out[2];
     if (pipe(out) != 0) {
       ADD_FAILURE() << "pipe: " << std::strerror(errno);
       return;
     }
-    std::vector<std::string> argv_s = {CairnBinary()};
+    std::vector<std::string> argv_s = wrapper;
+    argv_s.push_back(CairnBinary());
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     pid_ = fork();
     if (pid_ == 0) {
@@ -80,6 +83,16 @@ class ServerProcess {
   ~ServerProcess() {
     if (pid_ > 0 && !stopped_) Stop();
     if (fd_ >= 0) close(fd_);
+  }
+
+  // True once the process has ended by itself (reaped: Stop and the
+  // destructor do nothing more).
+  bool Ended() {
+    if (stopped_) return true;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+    stopped_ = true;
+    return true;
   }
 
   // SIGTERM, then the exit status (-1 when it had to be killed).

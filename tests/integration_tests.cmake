@@ -5,6 +5,11 @@
 # (cli_s3_test.cc) run against the server in S3_ENDPOINT (scripts/s3-server.sh)
 # and skip without it; they look at the bucket with cairn_s3. $CAIRN_BINARY
 # runs them against another build's binary (the sanitizer stages do).
+# cairn-killpoint: runs a program and SIGKILLs it before its Nth file or
+# network write/sync/rename (ptrace + seccomp); the kill tests
+# (cli_kill_test.cc) and bench/soak.sh use it.
+add_executable(cairn-killpoint ${CMAKE_CURRENT_SOURCE_DIR}/killpoint.cc)
+
 add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_harness.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_fixture.cc
@@ -22,6 +27,9 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_corruption_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_crash_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_full_disk_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_kill.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_kill_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_kill_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_bad_input_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_gc_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_json_test.cc
@@ -39,11 +47,12 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_serve_systemd_test.cc
 )
 target_compile_definitions(cairn_integration_tests PRIVATE
-  CAIRN_BINARY="$<TARGET_FILE:cairn>")
+  CAIRN_BINARY="$<TARGET_FILE:cairn>"
+  CAIRN_KILLPOINT="$<TARGET_FILE:cairn-killpoint>")
 target_link_libraries(cairn_integration_tests PRIVATE
   GTest::gtest_main nlohmann_json::nlohmann_json OpenSSL::SSL OpenSSL::Crypto Threads::Threads
   cairn_index cairn_net cairn_s3)
-add_dependencies(cairn_integration_tests cairn)
+add_dependencies(cairn_integration_tests cairn cairn-killpoint)
 if(CAIRN_PCH)
   target_precompile_headers(cairn_integration_tests PRIVATE <gtest/gtest.h> <nlohmann/json.hpp>)
 endif()

@@ -169,10 +169,16 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   auto api = std::make_shared<server::Api>(*ctx.env, *ctx.logger, *tokens, std::move(stores),
                                            std::move(api_options));
 
+  net::ServerOptions http_options = config.ToServerOptions();
+  // A backup session learns that its client is gone (a killed client's
+  // group lock is released: server/backup_session.h).
+  http_options.on_connection_closed = [api](uint64_t connection, bool by_client) {
+    api->ConnectionClosed(connection, by_client);
+  };
   CAIRN_ASSIGN_OR_RETURN(
       auto http,
       net::HttpServer::Start(
-          config.ToServerOptions(),
+          http_options,
           [api](const net::HttpRequest& request, net::ResponseWriter& response) {
             api->Handle(request, response);
           },

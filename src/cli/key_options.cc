@@ -1,5 +1,6 @@
 #include "cli/key_options.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -278,8 +279,36 @@ Result<std::string> ReadKeyFile(const std::string& path, KeyFileAccess access) {
   return ReadAll(fd.get(), fmt::format("key file {}", path), crypto::kMaxKeyFileSize);
 }
 
+namespace {
+
+// Removes PATH.tmp-PID files that a killed earlier write left (found by
+// the kill tests, tests/cli_kill_test.cc): their process is gone, or it is
+// this one (pids repeat after a reboot), whose O_EXCL create would fail.
+void RemoveStaleTemporaries(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string prefix =
+      (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp-";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::strtol(digits.c_str(), nullptr, 10);
+    if (pid == ::getpid() || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
+      ::unlink((dir + "/" + name).c_str());
+    }
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
 Status WriteKeyFile(const std::string& path, std::string_view text, bool replace) {
   CAIRN_RETURN_IF_ERROR(CreateParents(path));
+  RemoveStaleTemporaries(path);
   const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (fd.get() < 0) return ErrnoToStatus(errno, fmt::format("creating {}", tmp));

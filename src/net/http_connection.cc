@@ -177,6 +177,7 @@ void Session::OnHeader(error_code ec) {
   }
   request_.peer = peer_;
   request_.peer_address = address_;
+  request_.connection = id_;
   keep_alive_ = message.keep_alive();
 
   Admission a = server_->Admit(request_);

@@ -135,7 +135,10 @@ void HttpServer::Impl::RequestDone() {
   if (--in_flight_ == 0) idle_cv_.notify_all();
 }
 
-void HttpServer::Impl::SessionGone(uint64_t id, const std::string& address) {
+void HttpServer::Impl::SessionGone(uint64_t id, const std::string& address, bool by_client) {
+  // Before the count drops: Stop() waits for it, and the callback may
+  // reach objects that live no longer than the server.
+  if (options_.on_connection_closed) options_.on_connection_closed(id, by_client);
   std::lock_guard lock(mu_);
   sessions_.erase(id);
   unauthenticated_.erase(id);

@@ -63,6 +63,9 @@ struct HttpRequest {
   std::string peer;         // "127.0.0.1:41234", for logs
   std::string peer_address;  // "127.0.0.1", "::1": who, for limits per address
   std::string tenant;        // as the Admitter named it ("" for anonymous requests)
+  // The connection it came on: unique for the server's life, never 0.
+  // ServerOptions::on_connection_closed names it again when it closes.
+  uint64_t connection = 0;
 };
 
 class ResponseWriter {
@@ -174,6 +177,13 @@ struct ServerOptions {
   // workers held at once (0: half the workers, at least 1).
   int max_requests_per_tenant = 64;
   int tenant_workers = 0;
+  // Called once per connection when it is gone (after its last request's
+  // handler returned): `by_client` is false when the server closed it for
+  // idleness (idle_timeout and the other deadlines), true otherwise (the
+  // client closed or reset it, or its process died). A backup session
+  // bound to connections uses it to learn that its client is gone
+  // (server/backup_session.h). Any thread; must not block.
+  std::function<void(uint64_t connection, bool by_client)> on_connection_closed;
 };
 
 struct ServerStats {

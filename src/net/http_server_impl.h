@@ -103,7 +103,7 @@ class HttpServer::Impl {
   // Runs `job` on a worker in `tenant`'s lane; false when stopping.
   bool PushJob(const std::string& tenant, std::function<void()> job);
   void RequestDone();
-  void SessionGone(uint64_t id, const std::string& address);
+  void SessionGone(uint64_t id, const std::string& address, bool by_client);
   ssl::context& ssl_ctx() { return ssl_ctx_; }
   const Handler& handler() const { return handler_; }
 
@@ -170,7 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(HttpServer::Impl* server, tcp::socket socket, uint64_t id, std::string peer,
           std::string address);
-  ~Session() { server_->SessionGone(id_, address_); }
+  ~Session() { server_->SessionGone(id_, address_, !timed_out_); }
 
   void Start();
   // Stop: connections waiting for a request close now; one whose request

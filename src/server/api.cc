@@ -60,6 +60,10 @@ Api::Api(Env& env, Logger& logger, TokenStore& tokens,
 
 Api::~Api() = default;
 
+void Api::ConnectionClosed(uint64_t connection, bool by_client) {
+  shared_->sessions.ConnectionClosed(connection, by_client);
+}
+
 void Api::Handle(const net::HttpRequest& request, net::ResponseWriter& response) {
   if (Dashboard::Serves(request.path)) return shared_->dashboard.Handle(request, response);
   Request(*shared_, request, response).Run();

@@ -63,6 +63,9 @@ class Api {
   // body limit; refuses (401, 429, 403) before any body is read.
   net::Admission Admit(const net::HttpRequest& header);
   void Handle(const net::HttpRequest& request, net::ResponseWriter& response);
+  // net::ServerOptions::on_connection_closed: backup sessions learn that
+  // their client is gone.
+  void ConnectionClosed(uint64_t connection, bool by_client);
 
  private:
   std::unique_ptr<ApiShared> shared_;

@@ -235,7 +235,8 @@ void Request::Backup(const protocol::Route& route) {
     if (spec->latest) return SendError(400, "a new snapshot needs a time, not 'latest'");
     datastore::SnapshotRef snap{spec->group, spec->time};
     auto id =
-        api_.sessions.Begin(token_.name, store_name_, *store_, snap, token_.role == Role::kBackup);
+        api_.sessions.Begin(token_.name, store_name_, *store_, snap, token_.role == Role::kBackup,
+                            req_.connection);
     if (!id.ok()) {
       // A quota of the token (sessions, groups): 429, not "disk full".
       const int status =
@@ -247,7 +248,7 @@ void Request::Backup(const protocol::Route& route) {
   std::string id(route.id);
   if (route.kind == protocol::RouteKind::kBackupSession) {
     if (!Method("DELETE") || !Allowed(Action::kBackup, "create snapshots")) return;
-    auto session = api_.sessions.Find(id, token_.name, store_name_);
+    auto session = api_.sessions.Find(id, token_.name, store_name_, req_.connection);
     if (!session.ok()) return SendError(404, session.status().message());
     api_.sessions.Abort(id);
     return SendJson(200, json{{"aborted", id}});
@@ -257,7 +258,7 @@ void Request::Backup(const protocol::Route& route) {
 }
 
 void Request::BackupStep(const std::string& id, std::string_view what) {
-  auto session = api_.sessions.Find(id, token_.name, store_name_);
+  auto session = api_.sessions.Find(id, token_.name, store_name_, req_.connection);
   if (!session.ok()) return SendError(404, session.status().message());
   Status s;
   if (what == "base") {

@@ -1,6 +1,8 @@
 #include "server/backup_session.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "blob/blob.h"
@@ -131,21 +133,34 @@ void SessionRegistry::Reap() {
     cv_.wait_for(lock, period);
     auto now = std::chrono::steady_clock::now();
     std::vector<std::shared_ptr<BackupSession>> idle;
+    std::vector<std::shared_ptr<BackupSession>> orphans;
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       // use_count 1: no request of the session is running.
-      if (it->second.use_count() == 1 && now - it->second->last_used > limits_.timeout) {
+      const bool quiet = it->second.use_count() == 1;
+      const auto& orphaned = it->second->orphaned_since;
+      if (quiet && now - it->second->last_used > limits_.timeout) {
         idle.push_back(std::move(it->second));
+        it = sessions_.erase(it);
+      } else if (quiet && orphaned && now - *orphaned >= limits_.orphan_grace &&
+                 now - it->second->last_used >= limits_.orphan_grace) {
+        orphans.push_back(std::move(it->second));
         it = sessions_.erase(it);
       } else {
         ++it;
       }
     }
-    if (idle.empty()) continue;
+    if (idle.empty() && orphans.empty()) continue;
     lock.unlock();
     for (const auto& s : idle) {
       logger_.Warn("backup session {} of {} ({}): no request for {} s, aborted", s->id, s->token,
                    s->snap.ToString(), limits_.timeout.count());
     }
+    for (const auto& s : orphans) {
+      logger_.Warn("backup session {} of {} ({}): the client closed its connections and sent "
+                   "nothing for {} ms, aborted",
+                   s->id, s->token, s->snap.ToString(), limits_.orphan_grace.count());
+    }
+    orphans.clear();
     idle.clear();  // removes the unfinished snapshots, unlocks the groups
     lock.lock();
   }
@@ -174,7 +189,8 @@ Status SessionRegistry::CheckQuota(const std::string& token, const std::string& 
 
 Result<std::string> SessionRegistry::Begin(const std::string& token, const std::string& store_name,
                                            const datastore::Datastore& store,
-                                           const datastore::SnapshotRef& snap, bool check_owner) {
+                                           const datastore::SnapshotRef& snap, bool check_owner,
+                                           uint64_t connection) {
   auto session = std::make_shared<BackupSession>();
   session->id = NewSessionId();
   session->token = token;
@@ -194,13 +210,18 @@ Result<std::string> SessionRegistry::Begin(const std::string& token, const std::
           "(limits.max_sessions_per_token); finish or abort one first",
           token, open, limits_.max_sessions_per_token));
     }
+    Attach(*session, connection);
     sessions_.emplace(session->id, session);
   }
+  const std::string holder = ReleaseOrphanOf(store_name, snap, session->id, token);
   auto claims = OpenTarget(*session, store, check_owner);
   {
     std::lock_guard lock(mu_);
     if (!claims.ok()) {
       sessions_.erase(session->id);
+      if (claims.status().code() == StatusCode::kAborted && !holder.empty()) {
+        return claims.status().WithContext(holder);
+      }
       return claims.status();
     }
     session->claims_group = *claims;
@@ -209,6 +230,69 @@ Result<std::string> SessionRegistry::Begin(const std::string& token, const std::
   logger_.Info("backup session {} of {}: {} in datastore '{}'", session->id, token,
                snap.ToString(), store_name);
   return session->id;
+}
+
+void SessionRegistry::Attach(BackupSession& s, uint64_t connection) {
+  if (connection == 0) return;
+  s.connections.insert(connection);
+  s.orphaned_since.reset();
+}
+
+void SessionRegistry::ConnectionClosed(uint64_t connection, bool by_client) {
+  {
+    std::lock_guard lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [id, s] : sessions_) {
+      if (s->connections.erase(connection) == 0 || !s->connections.empty()) continue;
+      if (by_client) s->orphaned_since = now;
+    }
+  }
+  cv_.notify_all();
+}
+
+std::string SessionRegistry::ReleaseOrphanOf(const std::string& store_name,
+                                             const datastore::SnapshotRef& snap,
+                                             const std::string& new_id, const std::string& token) {
+  std::shared_ptr<BackupSession> orphan;
+  std::string holder;
+  {
+    std::unique_lock lock(mu_);
+    const auto deadline = std::chrono::steady_clock::now() + limits_.takeover_wait;
+    bool waited = false;
+    for (;;) {
+      auto it = std::find_if(sessions_.begin(), sessions_.end(), [&](const auto& e) {
+        const BackupSession& s = *e.second;
+        return e.first != new_id && s.started && s.store_name == store_name &&
+               s.snap.group == snap.group;
+      });
+      if (it == sessions_.end()) return "";
+      const BackupSession& s = *it->second;
+      const auto now = std::chrono::steady_clock::now();
+      if (s.orphaned_since && it->second.use_count() == 1) {
+        orphan = std::move(it->second);
+        sessions_.erase(it);
+        break;
+      }
+      if (waited) {
+        holder = fmt::format(
+            "backup session {} of token '{}' ({}) holds the group, its last request {} s ago{}",
+            s.id, s.token, s.snap.ToString(),
+            std::chrono::duration_cast<std::chrono::seconds>(now - s.last_used).count(),
+            s.orphaned_since ? " (its client disconnected; it is aborted when its request ends)"
+                             : fmt::format("; a session of a killed client is aborted when its "
+                                           "connections close, or after {} s without a request",
+                                           limits_.timeout.count()));
+        break;
+      }
+      waited = cv_.wait_until(lock, deadline) == std::cv_status::timeout;
+    }
+  }
+  if (orphan) {
+    logger_.Warn("backup session {} of {} ({}): its client disconnected; aborted for a new backup "
+                 "of the group by {}",
+                 orphan->id, orphan->token, orphan->snap.ToString(), token);
+  }
+  return holder;  // the orphan, if any, is aborted here: its directory goes, the lock is free
 }
 
 Result<bool> SessionRegistry::OpenTarget(BackupSession& s, const datastore::Datastore& store,
@@ -237,7 +321,8 @@ Result<bool> SessionRegistry::OpenTarget(BackupSession& s, const datastore::Data
 
 Result<std::shared_ptr<BackupSession>> SessionRegistry::Find(const std::string& id,
                                                              const std::string& token,
-                                                             const std::string& store_name) {
+                                                             const std::string& store_name,
+                                                             uint64_t connection) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end() || it->second->token != token ||
@@ -247,6 +332,7 @@ Result<std::shared_ptr<BackupSession>> SessionRegistry::Find(const std::string& 
         limits_.timeout.count()));
   }
   it->second->last_used = std::chrono::steady_clock::now();
+  Attach(*it->second, connection);
   return it->second;
 }
 

@@ -34,8 +34,13 @@
 //     an aborted session claims nothing; a token may hold a bounded number
 //     of open sessions and of groups.
 // The snapshot appears only at finish (LocalSnapshotTarget::Commit, the same
-// code as a local backup); a session aborted, or idle past the timeout (a
-// killed client), removes its directory and unlocks its group.
+// code as a local backup); a session aborted, or idle past the timeout,
+// removes its directory and unlocks its group. A killed client: the session
+// remembers the connections its requests came on; when the client closes or
+// resets the last of them (its process died) and no request comes within
+// orphan_grace, the session is aborted, and a new backup of the same group
+// takes an orphaned session's lock at once. Connections the server closes
+// for idleness (a slow client between uploads) orphan nothing.
 //
 // Thread safety: all methods may be called concurrently; requests of one
 // session (parallel chunk uploads) too.
@@ -63,6 +68,12 @@ namespace cairn::server {
 struct SessionLimits {
   // A session with no request for this long is aborted.
   std::chrono::seconds timeout{900};
+  // A session whose client closed its last connection is aborted when no
+  // request came for this long after (the client may reconnect: a retry).
+  std::chrono::milliseconds orphan_grace{10'000};
+  // How long a Begin for a group that an open session holds waits for that
+  // session to be orphaned (its client's close may still be on its way).
+  std::chrono::milliseconds takeover_wait{2'000};
   // What the plain chunks of one upload request, and of one session, may
   // decode to (the server decompresses and hashes them). A client batches
   // by both stored and raw bytes (remote_backend.cc) to stay below.
@@ -103,14 +114,21 @@ class SessionRegistry {
   // finish. Otherwise (admin) the owner file is written at finish when the
   // group has none. PermissionDenied for a group of another token;
   // ResourceExhausted past the token's quota of sessions or groups.
+  // `connection`: the HTTP connection the request came on (0: none known).
+  // An orphaned session of the same group is aborted first (its lock is
+  // stale); a live one makes this Begin fail with Aborted, saying which
+  // session holds the group and since when it sent nothing.
   Result<std::string> Begin(const std::string& token, const std::string& store_name,
                             const datastore::Datastore& store, const datastore::SnapshotRef& snap,
-                            bool check_owner);
+                            bool check_owner, uint64_t connection = 0);
 
   // The session `id` of `token` in `store_name`: NotFound otherwise (also
   // for another token's session, so ids cannot be probed).
   Result<std::shared_ptr<BackupSession>> Find(const std::string& id, const std::string& token,
-                                              const std::string& store_name);
+                                              const std::string& store_name,
+                                              uint64_t connection = 0);
+  // The HTTP server's net::ServerOptions::on_connection_closed.
+  void ConnectionClosed(uint64_t connection, bool by_client);
 
   Status UseBase(BackupSession& session, const std::string& time);
   // InvalidArgument for a malformed frame or a plain chunk that is not its
@@ -133,6 +151,13 @@ class SessionRegistry {
 
  private:
   void Reap();
+  // Under mu_: the session's request came on `connection`.
+  static void Attach(BackupSession& s, uint64_t connection);
+  // Aborts an orphaned session of `snap`'s group in `store_name` (waiting
+  // up to takeover_wait for one that is not yet); "" or a description of
+  // the live session that holds the group.
+  std::string ReleaseOrphanOf(const std::string& store_name, const datastore::SnapshotRef& snap,
+                              const std::string& new_id, const std::string& token);
   // Proves and stores one frame (chunk_upload.cc).
   Status AdmitChunk(BackupSession& s, const crypto::Digest& id, ByteSpan blob,
                     uint64_t* request_decoded);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "datastore/snapshot_writer.h"
@@ -29,6 +30,11 @@ class BackupSession {
   // The group had no owner at Begin: the token becomes its owner at finish.
   bool claims_group = false;
   std::chrono::steady_clock::time_point last_used;
+  // The open connections its requests came on, and since when it has none
+  // because the client closed the last one (its process died, or it cut
+  // the connection): the session is orphaned then (backup_session.h).
+  std::set<uint64_t> connections;
+  std::optional<std::chrono::steady_clock::time_point> orphaned_since;
 
   std::mutex mu;  // guards the members below
   std::unique_ptr<datastore::LocalSnapshotTarget> target;

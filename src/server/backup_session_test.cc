@@ -240,6 +240,46 @@ TEST_F(BackupSessionTest, AnIdleSessionIsAbortedAndUnlocksItsGroup) {
   CAIRN_ASSERT_OK(backup);
 }
 
+TEST_F(BackupSessionTest, AKilledClientsSessionIsTakenOverByTheNextBackup) {
+  SessionLimits limits;
+  limits.takeover_wait = std::chrono::milliseconds(100);
+  limits.orphan_grace = std::chrono::hours(1);  // only the takeover acts here
+  SessionRegistry r(*logger_, limits);
+  auto first = r.Begin("bk", "main", *store_, {group_, kT0}, true, /*connection=*/1);
+  CAIRN_ASSERT_OK(first);
+  // The server closed the connection for idleness: a slow client, not a
+  // dead one. The session keeps its group, and a refusal names it.
+  r.ConnectionClosed(1, /*by_client=*/false);
+  auto refused = r.Begin("bk", "main", *store_, {group_, kT0 + 1}, true, 2);
+  EXPECT_EQ(CodeOf(refused), StatusCode::kAborted);
+  EXPECT_NE(refused.status().message().find(*first), std::string::npos)
+      << refused.status().ToString();
+  // A request on a new connection, which the client then closes (killed):
+  // the next backup of the group aborts the orphan and takes the group.
+  CAIRN_ASSERT_OK(r.Find(*first, "bk", "main", 3));
+  r.ConnectionClosed(3, /*by_client=*/true);
+  auto second = r.Begin("bk", "main", *store_, {group_, kT0 + 1}, true, 4);
+  CAIRN_ASSERT_OK(second);
+  EXPECT_EQ(CodeOf(r.Find(*first, "bk", "main")), StatusCode::kNotFound);
+  EXPECT_FALSE(env_->Stat(store_->SnapshotDir({group_, kT0})).ok());
+  EXPECT_EQ(r.open_sessions(), 1u);
+}
+
+TEST_F(BackupSessionTest, AnOrphanedSessionIsAbortedAfterItsGrace) {
+  SessionLimits limits;
+  limits.orphan_grace = std::chrono::milliseconds(200);
+  SessionRegistry r(*logger_, limits);
+  auto id = r.Begin("bk", "main", *store_, {group_, kT0}, true, 7);
+  CAIRN_ASSERT_OK(id);
+  r.ConnectionClosed(7, /*by_client=*/true);
+  const std::string dir = store_->SnapshotDir({group_, kT0});
+  for (int i = 0; i < 600 && (r.open_sessions() > 0 || env_->Stat(dir).ok()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(r.open_sessions(), 0u);
+  EXPECT_FALSE(env_->Stat(dir).ok());
+}
+
 TEST_F(BackupSessionTest, SessionsBelongToTheirTokenAndReadsToTheirBase) {
   SessionRegistry r(*logger_, std::chrono::seconds(60));
   Chunk a = MakeChunk('a'), b = MakeChunk('b');

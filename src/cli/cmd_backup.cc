@@ -141,6 +141,7 @@ void Run(Context& ctx, const BackupArgs& args) {
     return backup::RunBackup(**store, options);
   }();
   if (!report.ok()) return Fail(ctx, report.status().WithContext("backup failed"));
+  const pipeline::Bottleneck bottleneck = progress.stages.Analyze();
   uint64_t total = 0;
   for (const auto& a : report->archives) total += a.stats.bytes;
   if (ctx.json) {
@@ -150,10 +151,12 @@ void Run(Context& ctx, const BackupArgs& args) {
                {"ns", report->snapshot.group.ns},
                {"bytes", total},
                {"seconds", report->seconds},
-               {"archives", archives}});
+               {"archives", archives},
+               {"bottleneck", BottleneckJson(bottleneck)}});
   } else if (!ctx.quiet) {
     fmt::print("snapshot {} finished: {} in {:.2f} s ({})\n", report->snapshot.ToString(),
                HumanBytes(total), report->seconds, HumanRate(total, report->seconds));
+    PrintBottleneck(stdout, bottleneck);
   }
 }
 

@@ -138,6 +138,7 @@ void Run(Context& ctx, const VerifyArgs& args) {
     return verify::RunVerify(**store, options);
   }();
   if (!report.ok()) return Fail(ctx, report.status());
+  const pipeline::Bottleneck bottleneck = progress.stages.Analyze();
   const auto& r = *report;
   size_t failed = std::count_if(r.snapshots.begin(), r.snapshots.end(),
                                 [](const auto& s) { return !s.ok; });
@@ -214,7 +215,8 @@ void Run(Context& ctx, const VerifyArgs& args) {
                {"mib_per_s", MiBPerSecond(r.raw_bytes, r.seconds)},
                {"jobs", {{"mode", options.jobs == 0 ? "auto" : "fixed"},
                          {"final", r.jobs_final},
-                         {"max", r.jobs_max}}}});
+                         {"max", r.jobs_max}}},
+               {"bottleneck", BottleneckJson(bottleneck)}});
   } else {
     for (const auto& p : r.problems) {
       fmt::print("BAD {}: {}\n", p.what, p.error);
@@ -277,6 +279,7 @@ void Run(Context& ctx, const VerifyArgs& args) {
                r.stored_bytes / mib, r.raw_bytes / mib, r.seconds,
                r.seconds > 0 ? r.stored_bytes / mib / r.seconds : 0,
                r.seconds > 0 ? r.raw_bytes / mib / r.seconds : 0, r.problems.size());
+    PrintBottleneck(stdout, bottleneck);
   }
   if (!r.ok()) ctx.exit_code = kExitCorruption;
 }

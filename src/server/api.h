@@ -34,6 +34,9 @@
 
 namespace cairn::server {
 
+class ServerMetrics;
+struct TaskInfo;
+
 struct ApiOptions {
   std::string state_dir;  // the server's state directory: tasks/, audit.log
   // Backup sessions: the idle timeout, the decoded-bytes caps and the
@@ -47,6 +50,8 @@ struct ApiOptions {
   // Failed logins from one address per minute before its logins are
   // refused for the rest of the minute. 0: no limit.
   int max_failed_logins_per_minute = 20;
+  // Chunk reads and writes are counted here (server/metrics.h); null: not.
+  ServerMetrics* metrics = nullptr;
 };
 
 struct ApiShared;
@@ -63,6 +68,11 @@ class Api {
   // body limit; refuses (401, 429, 403) before any body is read.
   net::Admission Admit(const net::HttpRequest& header);
   void Handle(const net::HttpRequest& request, net::ResponseWriter& response);
+
+  // For the metrics (server/metrics.h): backup sessions open, and every
+  // task the server knows (read from the state directory).
+  size_t OpenSessions();
+  std::vector<TaskInfo> Tasks();
 
  private:
   std::unique_ptr<ApiShared> shared_;

@@ -214,7 +214,6 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
   });
 
   group.Start(io_threads, [&](int) -> Status {
-    CpuWaitScope cpu_wait(meter);
     struct CloseWhenLast {
       std::atomic<int>& alive;
       BoundedQueue<Fetched>& queue;

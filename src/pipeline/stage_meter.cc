@@ -102,7 +102,7 @@ int64_t StageMeter::NowNanos() {
 StageMeter::StageMeter() { start_ = Sample(); }
 
 void StageMeter::AddCpuWait(int64_t ns) {
-  if (ns > 0) cpu_wait_ns_.fetch_add(ns, std::memory_order_relaxed);
+  if (ns > 0) cpu_wait_ns_.fetch_add(ns / t_lanes, std::memory_order_relaxed);
 }
 
 CpuWaitScope::CpuWaitScope(StageMeter* meter) : meter_(meter) {
@@ -141,7 +141,7 @@ Bottleneck AnalyzeStages(const StageSample& from, const StageSample& to) {
   b.cores = to.cores;
   const double capacity = static_cast<double>(wall) * b.cores;
   b.cpu_share = static_cast<double>(to.cpu_ns - from.cpu_ns) / capacity;
-  b.cpu_wait_share = static_cast<double>(to.cpu_wait_ns - from.cpu_wait_ns) / capacity;
+  b.cpu_wait_share = static_cast<double>(to.cpu_wait_ns - from.cpu_wait_ns) / static_cast<double>(wall);
   for (int i = 0; i < kStageCount; ++i) {
     b.share[i] = static_cast<double>(std::max<int64_t>(0, to.busy_ns[i] - from.busy_ns[i])) / wall;
   }
@@ -157,11 +157,17 @@ Bottleneck AnalyzeStages(const StageSample& from, const StageSample& to) {
   double accounted = 0;
   for (Stage s : kCandidates) accounted += b.share[static_cast<int>(s)];
   b.other_share = std::max(0.0, 1 - accounted);
-  // A process that used all its cores, or whose threads queued for them
-  // (other processes had them), is limited by them, whichever stage its
-  // threads were in (a worker "in" a write or a wait is then often only
-  // waiting for the core): name the busiest CPU stage.
-  if (b.measured && b.cpu_share + b.cpu_wait_share >= 0.9) {
+  // A process that used all its cores is limited by them, whichever stage
+  // its threads were in (a worker "in" a write or a wait is then often only
+  // waiting for the core): name the busiest CPU stage. So is one whose
+  // workers spent the rest of their time queued for a core (other processes
+  // had them), unless a stage that is not the CPU's held them longer (queue
+  // delay after a wake-up overlaps the stage the worker woke in: the read
+  // wait of a slow source must not read as CPU on a loaded machine).
+  const double top = b.share[static_cast<int>(b.stage)];
+  const bool queued = b.cpu_share + b.cpu_wait_share >= 0.9 &&
+                      (IsCpuStage(b.stage) || b.cpu_wait_share >= top);
+  if (b.measured && (b.cpu_share >= 0.9 || queued)) {
     b.cpu_bound = true;
     double cpu_best = -1;
     for (Stage s : {Stage::kDecode, Stage::kHash, Stage::kCompress}) {
@@ -186,7 +192,7 @@ std::string Bottleneck::Describe() const {
   std::string cpu = fmt::format("CPU {} % of {} core{}", Percent(cpu_share), cores,
                                 cores == 1 ? "" : "s");
   if (Percent(cpu_wait_share) >= 5) {
-    cpu += fmt::format(" (+{} % waiting for one)", Percent(cpu_wait_share));
+    cpu += fmt::format(", workers queued for a core {} %", Percent(cpu_wait_share));
   }
   std::string parts;
   if (stage == Stage::kReadWait) {

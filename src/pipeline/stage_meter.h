@@ -11,12 +11,12 @@
 // time, and work done on the caller's thread alone (the final fsync, the
 // tree's metadata) adds all of it. A stage's share is its wall-equivalent
 // time over the run's wall time; the bottleneck is the stage with the
-// largest share, or the CPU as a whole when the process used or wanted
-// (nearly) all the cores it may run on: its CPU time (getrusage) plus the
-// time its pipeline threads were runnable but waited for a core (the run
-// queue delay of /proc/thread-self/schedstat, read as each pipeline thread
-// starts and ends: other processes took the cores), over wall × the CPUs of
-// its affinity mask (`taskset -c 0` counts one core).
+// largest share, or the CPU as a whole when the process used (nearly) all
+// the cores it may run on (its CPU time from getrusage over wall × the CPUs
+// of its affinity mask: `taskset -c 0` counts one core) or its CPU workers
+// spent the rest of their time queued for a core (other processes had the
+// cores: the run queue delay of /proc/thread-self/schedstat, read as each
+// worker starts and ends, a share of the workers' time like a stage's).
 //
 // Cost: a clock read at each end of a timed stretch (two per chunk and
 // stage, tens of nanoseconds against a 4 MiB chunk's milliseconds) and one
@@ -54,7 +54,7 @@ bool IsCpuStage(Stage stage);
 struct StageSample {
   int64_t wall_ns = 0;      // monotonic clock
   int64_t cpu_ns = 0;       // the process's user + system CPU time
-  int64_t cpu_wait_ns = 0;  // pipeline threads runnable, waiting for a core
+  int64_t cpu_wait_ns = 0;  // CPU workers runnable, queued for a core (wall-equivalent)
   int cores = 1;            // CPUs this process may run on
   std::array<int64_t, kStageCount> busy_ns{};  // wall-equivalent (source reads: summed)
 };
@@ -63,11 +63,11 @@ struct StageSample {
 struct Bottleneck {
   bool measured = false;  // some stage was timed
   Stage stage = Stage::kReadWait;
-  bool cpu_bound = false;  // the process used or waited for ≥ 90 % of its cores
+  bool cpu_bound = false;  // CPU share + workers' queue share ≥ 90 %
   double seconds = 0;      // wall time of the stretch
   std::array<double, kStageCount> share{};  // of the wall time (source reads: see below)
   double cpu_share = 0;    // CPU time / (wall × cores)
-  double cpu_wait_share = 0;  // run queue delay / (wall × cores)
+  double cpu_wait_share = 0;  // of the workers' time, queued for a core
   // Wall time no stage accounts for: setup, planning, the pipeline's own
   // hand-offs.
   double other_share = 0;
@@ -89,7 +89,8 @@ class StageMeter {
 
   // Adds `ns` the calling thread spent in `stage`, divided by its lanes.
   void Add(Stage stage, int64_t ns);
-  // Adds time threads of this run waited for a core (CpuWaitScope).
+  // Adds time the calling worker queued for a core (CpuWaitScope),
+  // divided by its lanes.
   void AddCpuWait(int64_t ns);
   StageSample Sample() const;
   const StageSample& start() const { return start_; }
@@ -104,9 +105,9 @@ class StageMeter {
   std::atomic<int64_t> cpu_wait_ns_{0};
 };
 
-// While alive on a thread: the thread's run queue delay goes to `meter`
-// (null: nothing read). Two reads of /proc/thread-self/schedstat per
-// thread and pipeline run; nothing when the kernel has no schedstat.
+// While alive on a CPU worker: the thread's run queue delay goes to
+// `meter` (null: nothing read). Two reads of /proc/thread-self/schedstat
+// per worker and pipeline run; nothing when the kernel has no schedstat.
 class CpuWaitScope {
  public:
   explicit CpuWaitScope(StageMeter* meter);

@@ -64,10 +64,10 @@ TEST(StageMeterTest, AllCoresBusyNamesTheCpuAndItsBusiestStage) {
 }
 
 TEST(StageMeterTest, QueuingForTheCoresIsCpuBoundToo) {
-  // Half a core used, and the threads waited for one most of the rest:
-  // other processes had it.
+  // Half a core used, and the workers queued for one longer than they
+  // wrote: other processes had it.
   StageSample to = At(kSecond, kSecond / 2, 1);
-  to.cpu_wait_ns = 45 * kSecond / 100;
+  to.cpu_wait_ns = 7 * kSecond / 10;
   to.busy_ns[static_cast<int>(Stage::kTargetWrites)] = 6 * kSecond / 10;
   to.busy_ns[static_cast<int>(Stage::kDecode)] = 3 * kSecond / 10;
   Bottleneck b = AnalyzeStages(At(0, 0, 1), to);
@@ -75,10 +75,16 @@ TEST(StageMeterTest, QueuingForTheCoresIsCpuBoundToo) {
   EXPECT_EQ(b.Name(), "CPU (decode)");
   EXPECT_NEAR(b.other_share, 0.1, 1e-9);
   EXPECT_EQ(b.Describe(),
-            "CPU (decode) (CPU 50 % of 1 core (+45 % waiting for one), decode busy 30 %, reads "
-            "waited 0 %, target writes 60 %)");
+            "CPU (decode) (CPU 50 % of 1 core, workers queued for a core 70 %, decode busy 30 %, "
+            "reads waited 0 %, target writes 60 %)");
   to.cpu_wait_ns = 0;  // the same without the queue: the writes
   EXPECT_EQ(AnalyzeStages(At(0, 0, 1), to).Name(), "target writes");
+  // Queued less than they waited for reads: the source, not the CPU.
+  to = At(kSecond, 11 * kSecond / 10, 2);  // 55 % + 40 % queued
+  to.cpu_wait_ns = 4 * kSecond / 10;
+  to.busy_ns[static_cast<int>(Stage::kReadWait)] = 9 * kSecond / 10;
+  to.busy_ns[static_cast<int>(Stage::kDecode)] = kSecond / 20;
+  EXPECT_EQ(AnalyzeStages(At(0, 0, 2), to).Name(), "source reads");
 }
 
 TEST(StageMeterTest, NothingTimedIsNotMeasured) {

@@ -47,4 +47,5 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/SERVER.
               ${PROJECT_SOURCE_DIR}/docs/SECURITY.md ${PROJECT_SOURCE_DIR}/docs/S3.md
         DESTINATION ${CAIRN_DOC_DIR})
 install(FILES ${P}/cairn-server.json ${P}/config.toml ${P}/backup-job.conf
+              ${P}/prometheus-cairn.yml ${P}/grafana-cairn.json
         DESTINATION ${CAIRN_DOC_DIR}/examples)

@@ -45,6 +45,8 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_everyday_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_rate_limit_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_serve_systemd_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_bottleneck_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_metrics_test.cc
 )
 target_compile_definitions(cairn_integration_tests PRIVATE
   CAIRN_BINARY="$<TARGET_FILE:cairn>"

@@ -19,12 +19,19 @@ class ImageJob {
         zero_digest_(index::ZeroChunkDigest(options.chunk_size, options.crypt)) {}
 
   Status Process(size_t index, ByteSpan data) {
+    using pipeline::Stage;
+    using pipeline::StageTimer;
+    pipeline::StageMeter* meter = pipeline::MeterOf(options_.progress);
     crypto::Digest id;
-    bool zero = IsAllZero(data);
-    if (zero && data.size() == options_.chunk_size) {
-      id = zero_digest_;
-    } else {
-      id = blob::ChunkId(data, options_.crypt);
+    bool zero;
+    {
+      StageTimer timer(meter, Stage::kHash);
+      zero = IsAllZero(data);
+      if (zero && data.size() == options_.chunk_size) {
+        id = zero_digest_;
+      } else {
+        id = blob::ChunkId(data, options_.crypt);
+      }
     }
     digests_[index] = id;
     chunks_.fetch_add(1, std::memory_order_relaxed);
@@ -33,13 +40,24 @@ class ImageJob {
     if (options_.known != nullptr && options_.known->contains(id)) {
       return CountReused(data.size());
     }
-    CAIRN_ASSIGN_OR_RETURN(bool present, sink_.Contains(id));
+    Result<bool> contains = [&] {
+      StageTimer timer(meter, Stage::kMetadata);  // a stat, or a question to the server
+      return sink_.Contains(id);
+    }();
+    CAIRN_ASSIGN_OR_RETURN(bool present, std::move(contains));
     if (present) return CountReused(data.size());
     thread_local Bytes stored;
     blob::EncodeOptions encode;
     encode.crypt = options_.crypt;
-    CAIRN_RETURN_IF_ERROR(blob::EncodeInto(data, encode, &stored));
-    CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, sink_.Insert(id, stored));
+    {
+      StageTimer timer(meter, Stage::kCompress);
+      CAIRN_RETURN_IF_ERROR(blob::EncodeInto(data, encode, &stored));
+    }
+    Result<store::InsertResult> inserted = [&] {
+      StageTimer timer(meter, Stage::kTargetWrites);
+      return sink_.Insert(id, stored);
+    }();
+    CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, std::move(inserted));
     if (!r.inserted) return CountReused(data.size());  // raced with another writer
     new_chunks_.fetch_add(1, std::memory_order_relaxed);
     new_bytes_.fetch_add(data.size(), std::memory_order_relaxed);

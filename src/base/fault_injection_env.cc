@@ -55,6 +55,9 @@ void FaultInjectionEnv::FailReadsMatching(std::string pattern) {
 }
 
 Status FaultInjectionEnv::ChargeWrite(const std::string& path, size_t bytes) {
+  if (int64_t us = write_latency_us_.load(); us > 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
   int64_t budget = write_budget_.load();
   if (budget >= 0) {
     int64_t left = write_budget_.fetch_sub(static_cast<int64_t>(bytes));

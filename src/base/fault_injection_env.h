@@ -1,7 +1,8 @@
 // FaultInjectionEnv: an EnvWrapper for tests and benchmarks that makes the
 // file system misbehave on demand: a disk that fills up after N bytes
 // (ENOSPC), reads that fail with EIO for paths containing a pattern, and
-// reads slowed by a fixed latency (slow storage).
+// reads or writes slowed by a fixed latency (slow storage: `restore
+// --inject-write-latency` makes a slow target with it).
 //
 // Thread safety: safe for concurrent use; settings may change while files
 // are open.
@@ -28,6 +29,8 @@ class FaultInjectionEnv final : public EnvWrapper {
   void FailReadsMatching(std::string pattern);
   // Every ReadAt sleeps this long first.
   void SetReadLatencyMicros(int64_t micros) { read_latency_us_.store(micros); }
+  // Every WriteAt and Append sleeps this long first.
+  void SetWriteLatencyMicros(int64_t micros) { write_latency_us_.store(micros); }
 
   // Counters.
   uint64_t bytes_written() const { return bytes_written_.load(); }
@@ -44,6 +47,7 @@ class FaultInjectionEnv final : public EnvWrapper {
   std::atomic<int64_t> write_budget_{-1};
   std::atomic<uint64_t> bytes_written_{0};
   std::atomic<int64_t> read_latency_us_{0};
+  std::atomic<int64_t> write_latency_us_{0};
   std::mutex mu_;
   std::string read_fail_pattern_;  // GUARDED_BY(mu_)
 };

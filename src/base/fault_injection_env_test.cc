@@ -89,6 +89,16 @@ TEST_F(FaultInjectionEnvTest, ReadLatencyDelaysReads) {
   EXPECT_GE(elapsed, 20'000'000);
 }
 
+TEST_F(FaultInjectionEnvTest, WriteLatencyDelaysWrites) {
+  env_.SetWriteLatencyMicros(20000);
+  auto file = env_.OpenWritable(dir_.Join("slow"), OpenMode::kTruncate);
+  CAIRN_ASSERT_OK(file);
+  int64_t start = posix_->NowMonotonicNanos();
+  CAIRN_ASSERT_OK((*file)->WriteAt(0, AsBytes("slow")));
+  EXPECT_GE(posix_->NowMonotonicNanos() - start, 20'000'000);
+  CAIRN_ASSERT_OK((*file)->Close());
+}
+
 TEST_F(FaultInjectionEnvTest, OtherCallsPassThrough) {
   CAIRN_ASSERT_OK(env_.CreateDir(dir_.Join("d")));
   auto info = posix_->Stat(dir_.Join("d"));

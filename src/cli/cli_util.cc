@@ -241,6 +241,36 @@ std::string HumanRate(uint64_t bytes, double secs) {
 
 void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
 
+nlohmann::json BottleneckJson(const pipeline::Bottleneck& b) {
+  if (!b.measured) return nullptr;
+  using pipeline::Stage;
+  nlohmann::json stages = nlohmann::json::object();
+  for (int i = 0; i < pipeline::kStageCount; ++i) {
+    const auto stage = static_cast<Stage>(i);
+    if (stage == Stage::kSourceReads) {
+      // Summed over the reads in flight: their mean, not a share.
+      stages[pipeline::StageKey(stage)] = {{"seconds", b.share[i] * b.seconds},
+                                           {"reads_in_flight", b.reads_in_flight}};
+    } else {
+      stages[pipeline::StageKey(stage)] = {{"seconds", b.share[i] * b.seconds},
+                                           {"share", b.share[i]}};
+    }
+  }
+  const char* key = b.stage == Stage::kReadWait ? "source_reads" : pipeline::StageKey(b.stage);
+  return {{"stage", key},
+          {"name", b.Name()},
+          {"cpu_bound", b.cpu_bound},
+          {"line", b.Describe()},
+          {"seconds", b.seconds},
+          {"cpu", {{"share", b.cpu_share}, {"wait_share", b.cpu_wait_share}, {"cores", b.cores}}},
+          {"other_share", b.other_share},
+          {"stages", stages}};
+}
+
+void PrintBottleneck(FILE* out, const pipeline::Bottleneck& b) {
+  if (b.measured) fmt::print(out, "bottleneck: {}\n", b.Describe());
+}
+
 Status CreatePrivateDirs(const std::string& dir) {
   std::filesystem::path path = std::filesystem::path(dir).lexically_normal();
   std::filesystem::path partial;

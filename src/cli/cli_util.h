@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "cli/key_options.h"
 #include "datastore/datastore.h"
+#include "pipeline/stage_meter.h"
 #include "remote/remote_client.h"
 #include "s3store/s3_repo.h"
 #include "store/chunk_source.h"
@@ -154,6 +155,14 @@ std::string ConnectionsLine(const store::ConnectionSummary& c);
 
 // Writes `j` to stdout as one JSON document.
 void PrintJson(const nlohmann::json& j);
+
+// The "bottleneck" object of a --json summary: the stage that limited the
+// run, CPU use, and each stage's time and share (docs/ARCHITECTURE.md,
+// "The stage meter"); null when nothing was measured.
+nlohmann::json BottleneckJson(const pipeline::Bottleneck& b);
+// The summary's last line, "bottleneck: target writes (…)", on `out`;
+// nothing when nothing was measured.
+void PrintBottleneck(FILE* out, const pipeline::Bottleneck& b);
 
 // The verbs, one file each (cmd_<verb>.cc).
 void RegisterInit(CLI::App& app, Context& ctx);

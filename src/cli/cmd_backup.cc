@@ -145,6 +145,7 @@ void Run(Context& ctx, const BackupArgs& args) {
     return backup::RunBackup(**store, options);
   }();
   if (!report.ok()) return Fail(ctx, report.status().WithContext("backup failed"));
+  const pipeline::Bottleneck bottleneck = progress.stages.Analyze();
   uint64_t total = 0;
   // Reads of the source in flight: the last image archive's pipeline.
   const backup::ImageStats* reads = nullptr;
@@ -166,6 +167,7 @@ void Run(Context& ctx, const BackupArgs& args) {
                                   {"final", reads ? reads->reads_final : 0},
                                   {"max", reads ? reads->reads_max : 0},
                                   {"mean", reads ? reads->reads_mean : 0.0}}}};
+    j["bottleneck"] = BottleneckJson(bottleneck);
     if (connections.cap > 0) j["connections"] = ConnectionsJson(connections);
     PrintJson(j);
   } else if (!ctx.quiet) {
@@ -176,6 +178,7 @@ void Run(Context& ctx, const BackupArgs& args) {
     if (connections.cap > 0) fmt::print("{}\n", ConnectionsLine(connections));
     fmt::print("snapshot {} finished: {} in {:.2f} s ({})\n", report->snapshot.ToString(),
                HumanBytes(total), report->seconds, HumanRate(total, report->seconds));
+    PrintBottleneck(stdout, bottleneck);
   }
 }
 

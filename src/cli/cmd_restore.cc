@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "access/instant_restore.h"
+#include "base/fault_injection_env.h"
 #include "cli/access_options.h"
 #include "cli/cli_util.h"
 #include "cli/progress_bar.h"
@@ -27,6 +28,7 @@ struct RestoreArgs {
   std::string memory = "256M";
   std::vector<std::string> includes;
   BenchOptions bench;
+  double inject_write_latency_ms = 0;  // hidden: a slow target, for the bottleneck's tests
   CLI::Option* all = nullptr;
   bool instant = false;
   std::string listen = "127.0.0.1:10809";
@@ -129,7 +131,8 @@ nlohmann::json ArchiveJson(const restore::ArchiveResult& a) {
 }
 
 void PrintJsonReport(const restore::RestoreReport& report, const restore::RestoreRequest& request,
-                     const store::ConnectionSummary& connections) {
+                     const store::ConnectionSummary& connections,
+                     const pipeline::Bottleneck& bottleneck) {
   restore::ImageRestoreStats total;
   nlohmann::json archives = nlohmann::json::array();
   const restore::ImageRestoreStats* pipeline = nullptr;
@@ -167,7 +170,8 @@ void PrintJsonReport(const restore::RestoreReport& report, const restore::Restor
                 {"max", pipeline ? pipeline->jobs_max : 0},
                 {"mean", pipeline ? pipeline->jobs_mean : 0.0}}},
       {"memory_limit_bytes", request.max_bytes_in_flight},
-      {"peak_bytes_in_flight", pipeline ? pipeline->peak_bytes_in_flight : 0}};
+      {"peak_bytes_in_flight", pipeline ? pipeline->peak_bytes_in_flight : 0},
+      {"bottleneck", BottleneckJson(bottleneck)}};
   if (!request.all && !report.archives.empty()) {
     j["archive"] = report.archives[0].archive;
     j["target"] = report.archives[0].target;
@@ -315,6 +319,12 @@ void Run(Context& ctx, const RestoreArgs& args) {
   auto source = MaybeInject(args.bench.inject_latency, (*store)->source(), &injected);
   if (!source.ok()) return Fail(ctx, source.status());
   request.source = *source;
+  std::unique_ptr<FaultInjectionEnv> slow_target;
+  if (args.inject_write_latency_ms > 0) {
+    slow_target = std::make_unique<FaultInjectionEnv>(ctx.env.get());
+    slow_target->SetWriteLatencyMicros(static_cast<int64_t>(args.inject_write_latency_ms * 1000));
+    request.target_env = slow_target.get();
+  }
   pipeline::Progress progress;
   request.progress = &progress;
   Result<restore::RestoreReport> report = [&] {
@@ -322,6 +332,7 @@ void Run(Context& ctx, const RestoreArgs& args) {
     return restore::RunRestore(**store, request);
   }();
   if (!report.ok()) return Fail(ctx, report.status());
+  const pipeline::Bottleneck bottleneck = progress.stages.Analyze();
   if ((*store)->key() != nullptr && !report->encrypted) {
     ctx.logger->Warn(
         "snapshot {} is not encrypted: your key does not vouch for its content (anyone who can "
@@ -330,7 +341,7 @@ void Run(Context& ctx, const RestoreArgs& args) {
   }
   bool to_stdout = request.target == "-" && !request.rehearse;
   const store::ConnectionSummary connections = request.source->Connections();
-  if (ctx.json && !to_stdout) return PrintJsonReport(*report, request, connections);
+  if (ctx.json && !to_stdout) return PrintJsonReport(*report, request, connections, bottleneck);
   if (ctx.quiet) {  // the warnings only
     for (const auto& a : report->archives) {
       for (const std::string& w : a.tree.warnings) fmt::print(stderr, "cairn: warning: {}\n", w);
@@ -339,6 +350,7 @@ void Run(Context& ctx, const RestoreArgs& args) {
   }
   // With the data on stdout, the summary goes to stderr.
   PrintHuman(to_stdout ? stderr : stdout, *report, request, connections);
+  PrintBottleneck(to_stdout ? stderr : stdout, bottleneck);
 }
 
 }  // namespace
@@ -386,6 +398,10 @@ void RegisterRestore(CLI::App& app, Context& ctx) {
   cmd->add_option("--cache", args->cache,
                   "--instant: decoded chunks kept for the export's reads (default 256M)");
   AddBenchOptions(cmd, &args->bench);
+  cmd->add_option("--inject-write-latency", args->inject_write_latency_ms,
+                  "add MS to every write to the target (a slow disk)")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->group("");  // hidden, as --inject-latency: docs/BENCHMARKS.md
   cmd->callback([&ctx, args] { Run(ctx, *args); });
 }
 

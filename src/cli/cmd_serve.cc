@@ -26,6 +26,8 @@
 #include "net/http_server.h"
 #include "net/tls.h"
 #include "server/api.h"
+#include "server/metrics.h"
+#include "server/metrics_listener.h"
 #include "server/server_config.h"
 #include "server/tokens.h"
 
@@ -38,6 +40,8 @@ struct ServeArgs {
   std::vector<std::string> stores;
   std::string state_dir;
   int64_t session_timeout_s = 0;  // 0: the config's (default 900)
+  std::string metrics_listen;     // "": the config's
+  int64_t metrics_refresh_s = 0;  // 0: the config's (default 300)
 };
 
 Result<server::ServerConfig> BuildConfig(const ServeArgs& args) {
@@ -59,6 +63,8 @@ Result<server::ServerConfig> BuildConfig(const ServeArgs& args) {
     }
   }
   if (args.session_timeout_s > 0) config.session_timeout_s = args.session_timeout_s;
+  if (!args.metrics_listen.empty()) config.metrics_listen = args.metrics_listen;
+  if (args.metrics_refresh_s > 0) config.metrics_refresh_s = args.metrics_refresh_s;
   CAIRN_RETURN_IF_ERROR(server::FinishConfig(&config));
   return config;
 }
@@ -162,7 +168,11 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   }
   std::vector<std::string> names;
   for (const auto& [name, path] : config.stores) names.push_back(name + "=" + path);
+  std::map<std::string, datastore::Datastore*> store_ptrs;  // owned by the Api
+  for (const auto& [name, store] : stores) store_ptrs.emplace(name, store.get());
+  auto metrics = std::make_shared<server::ServerMetrics>();
   server::ApiOptions api_options = config.api;
+  api_options.metrics = metrics.get();
   api_options.state_dir = config.state_dir;
   api_options.sessions = config.sessions;
   api_options.max_body_bytes = config.limits.max_body_bytes;
@@ -179,21 +189,55 @@ Status Serve(Context& ctx, const ServeArgs& args) {
       auto http,
       net::HttpServer::Start(
           http_options,
-          [api](const net::HttpRequest& request, net::ResponseWriter& response) {
-            api->Handle(request, response);
+          [api, metrics](const net::HttpRequest& request, net::ResponseWriter& response) {
+            server::MeteredWriter metered(response, *metrics, request);
+            api->Handle(request, metered);
           },
-          [api](const net::HttpRequest& header) { return api->Admit(header); }));
+          [api, metrics](const net::HttpRequest& header) {
+            net::Admission a = api->Admit(header);
+            if (a.status != 0) metrics->ObserveRefusal(a.status);
+            return a;
+          }));
+  // Prometheus: its own plain-HTTP address (server/metrics_listener.h);
+  // the per-datastore figures are read in the background.
+  std::unique_ptr<server::StoreFigures> figures;
+  std::unique_ptr<server::MetricsListener> metrics_listener;
+  std::string metrics_note;
+  if (!config.metrics_listen.empty()) {
+    figures = std::make_unique<server::StoreFigures>(
+        store_ptrs, std::chrono::seconds(config.metrics_refresh_s), *ctx.logger);
+    figures->Start();
+    net::HttpServer* http_server = http.get();
+    CAIRN_ASSIGN_OR_RETURN(
+        metrics_listener,
+        server::MetricsListener::Start(
+            config.metrics_listen,
+            [api, metrics, http_server, f = figures.get()] {
+              server::ScrapeInputs in;
+              in.http = http_server->stats();
+              in.open_sessions = api->OpenSessions();
+              in.tasks = api->Tasks();
+              return server::RenderMetrics(*metrics, f, in);
+            },
+            *ctx.logger));
+    metrics_note = fmt::format("; metrics on http://{}/metrics", metrics_listener->endpoint());
+    ctx.logger->Info("metrics on http://{}/metrics (figures of each datastore every {} s)",
+                     metrics_listener->endpoint(), config.metrics_refresh_s);
+  }
   std::string urls;
   for (const std::string& e : http->endpoints()) urls += (urls.empty() ? "" : ", ") + ("https://" + e);
   ctx.logger->Info("serving {} with state in {}", fmt::join(names, ", "), config.state_dir);
   // One line on stdout that scripts (and the tests) wait for: the last thing
   // before READY, so whoever reads it finds the log started.
-  fmt::print("cairn serve: listening on {} (certificate fingerprint {})\n", urls, fingerprint);
+  fmt::print("cairn serve: listening on {} (certificate fingerprint {}){}\n", urls, fingerprint,
+             metrics_note);
   std::fflush(stdout);
   sd_notifyf(0, "READY=1\nSTATUS=listening on %s", urls.c_str());
   const int sig = WaitForStop(ctx, signals, log_file);
   sd_notify(0, "STOPPING=1\nSTATUS=stopping: finishing requests in progress");
   ctx.logger->Info("signal {}: stopping (requests in progress get 10 s to finish)", sig);
+  metrics_listener.reset();  // it asks the server for its figures
+  figures.reset();
   http->Stop();
   auto stats = http->stats();
   ctx.logger->Info("stopped: {} connections ({} refused, {} evicted), {} requests ({} refused, {} "
@@ -217,6 +261,12 @@ void RegisterServe(CLI::App& app, Context& ctx) {
   cmd->add_option("--session-timeout", args->session_timeout_s,
                   "seconds after which an idle backup session is aborted (default 900)")
       ->check(CLI::Range(int64_t{1}, int64_t{7 * 86400}));
+  cmd->add_option("--metrics-listen", args->metrics_listen,
+                  "HOST:PORT where Prometheus scrapes GET /metrics, plain HTTP (default: none; "
+                  "docs/SERVER.md)");
+  cmd->add_option("--metrics-refresh", args->metrics_refresh_s,
+                  "seconds between reads of each datastore's figures for the metrics (default 300)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
   cmd->callback([&ctx, args] {
     if (Status s = Serve(ctx, *args); !s.ok()) Fail(ctx, s);
   });

@@ -168,6 +168,7 @@ void Run(Context& ctx, const VerifyArgs& args) {
     return verify::RunVerify(**store, options);
   }();
   if (!report.ok()) return Fail(ctx, report.status());
+  const pipeline::Bottleneck bottleneck = progress.stages.Analyze();
   const auto& r = *report;
   const store::ConnectionSummary connections = (*store)->source().Connections();
   size_t failed = std::count_if(r.snapshots.begin(), r.snapshots.end(),
@@ -249,7 +250,8 @@ void Run(Context& ctx, const VerifyArgs& args) {
                          {"mean", r.jobs_mean}}},
                {"connections", connections.cap > 0 ? ConnectionsJson(connections)
                                                    : nlohmann::json(nullptr)},
-               {"recorded", RecordedJson(recorded)}});
+               {"recorded", RecordedJson(recorded)},
+               {"bottleneck", BottleneckJson(bottleneck)}});
   } else {
     for (const auto& p : r.problems) {
       fmt::print("BAD {}: {}\n", p.what, p.error);
@@ -321,6 +323,7 @@ void Run(Context& ctx, const VerifyArgs& args) {
                r.stored_bytes / mib, r.raw_bytes / mib, r.seconds,
                r.seconds > 0 ? r.stored_bytes / mib / r.seconds : 0,
                r.seconds > 0 ? r.raw_bytes / mib / r.seconds : 0, r.problems.size());
+    PrintBottleneck(stdout, bottleneck);
   }
   if (!r.ok()) ctx.exit_code = kExitCorruption;
 }

@@ -46,7 +46,8 @@ bool ProgressBar::StderrIsTerminal() {
 }
 
 std::string ProgressBar::Render(const char* phase, uint64_t done, uint64_t total,
-                                double bytes_per_s, int reads_limit) {
+                                double bytes_per_s, int reads_limit,
+                                const std::string& bottleneck) {
   constexpr int kWidth = 24;
   double fraction = total > 0 ? std::min(1.0, static_cast<double>(done) / total) : 0;
   int filled = static_cast<int>(fraction * kWidth);
@@ -58,13 +59,20 @@ std::string ProgressBar::Render(const char* phase, uint64_t done, uint64_t total
                                  fraction * 100, HumanBytes(done, 1), HumanBytes(total, 1), bytes_per_s / (1 << 20),
                                  eta);
   if (reads_limit > 0) line += fmt::format("  reads in flight {}", reads_limit);
+  if (!bottleneck.empty()) line += fmt::format("  limit: {}", bottleneck);
   return line;
 }
 
 void ProgressBar::Loop() {
   using Clock = std::chrono::steady_clock;
-  // (time, done) samples of the last few seconds, for a steady rate.
-  std::deque<std::pair<Clock::time_point, uint64_t>> samples;
+  // (time, done) samples of the last few seconds, for a steady rate, and
+  // the stage meter's counters then, for the bottleneck of those seconds.
+  struct Sample {
+    Clock::time_point time;
+    uint64_t done;
+    pipeline::StageSample stages;
+  };
+  std::deque<Sample> samples;
   const char* last_phase = nullptr;
   std::unique_lock lock(mu_);
   while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; })) {
@@ -75,17 +83,20 @@ void ProgressBar::Loop() {
     auto now = Clock::now();
     if (phase != last_phase) samples.clear();
     last_phase = phase;
-    samples.emplace_back(now, done);
-    while (samples.size() > 2 && now - samples.front().first > std::chrono::seconds(3)) {
+    samples.push_back(Sample{now, done, progress_.stages.Sample()});
+    while (samples.size() > 2 && now - samples.front().time > std::chrono::seconds(3)) {
       samples.pop_front();
     }
     double rate = 0;
-    double span = std::chrono::duration<double>(now - samples.front().first).count();
-    if (span > 0 && done >= samples.front().second) {
-      rate = static_cast<double>(done - samples.front().second) / span;
+    double span = std::chrono::duration<double>(now - samples.front().time).count();
+    if (span > 0 && done >= samples.front().done) {
+      rate = static_cast<double>(done - samples.front().done) / span;
     }
+    const pipeline::Bottleneck b =
+        pipeline::AnalyzeStages(samples.front().stages, samples.back().stages);
     std::string line = Render(phase, done, total, rate,
-                              progress_.reads_limit.load(std::memory_order_relaxed));
+                              progress_.reads_limit.load(std::memory_order_relaxed),
+                              samples.size() > 1 && b.measured ? b.Name() : "");
     fmt::print(out_, "\r{}\033[K", line);
     std::fflush(out_);
   }

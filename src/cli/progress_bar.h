@@ -1,6 +1,7 @@
 // ProgressBar: draws a pipeline::Progress on a terminal a few times a
 // second (phase, bytes done of total, percent, MiB/s over the last seconds,
-// ETA, reads in flight) on one line of stderr, and erases it when done.
+// ETA, reads in flight, and the bottleneck of the last seconds from the
+// Progress's stage meter) on one line of stderr, and erases it when done.
 // When stderr is not a terminal it draws nothing, so logs and pipes stay
 // clean. Our own few lines rather than a library: Debian 12 packages no
 // progress-bar library for C++ (indicators is not packaged).
@@ -28,8 +29,9 @@ class ProgressBar {
   static bool StderrIsTerminal();
 
   // The line for a snapshot of the counters (exposed for tests).
+  // `bottleneck`: the stage's name, or empty.
   static std::string Render(const char* phase, uint64_t done, uint64_t total, double bytes_per_s,
-                            int reads_limit);
+                            int reads_limit, const std::string& bottleneck = "");
 
  private:
   void Loop();

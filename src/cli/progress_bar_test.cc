@@ -19,6 +19,12 @@ TEST(ProgressBarTest, RendersBytesRateEtaAndReads) {
   EXPECT_NE(line.find("reads in flight 12"), std::string::npos) << line;
 }
 
+TEST(ProgressBarTest, ShowsTheCurrentBottleneck) {
+  std::string line = ProgressBar::Render("restore", 1, 2, 1, 4, "target writes");
+  EXPECT_NE(line.find("limit: target writes"), std::string::npos) << line;
+  EXPECT_EQ(ProgressBar::Render("restore", 1, 2, 1, 4).find("limit:"), std::string::npos);
+}
+
 TEST(ProgressBarTest, UnknownRateHasNoEtaAndDoneIsFull) {
   std::string line = ProgressBar::Render("scan", 0, 100, 0, 0);
   EXPECT_NE(line.find("ETA --:--"), std::string::npos) << line;

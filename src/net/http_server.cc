@@ -85,6 +85,8 @@ ServerStats HttpServer::Impl::stats() const {
   s.requests = requests_.load();
   s.bad_requests = bad_requests_.load();
   s.requests_refused = requests_refused_.load();
+  std::lock_guard lock(mu_);
+  s.connections_open = static_cast<uint64_t>(live_connections_);
   return s;
 }
 

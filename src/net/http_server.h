@@ -190,6 +190,7 @@ struct ServerStats {
   uint64_t connections_accepted = 0;
   uint64_t connections_refused = 0;  // over max_connections or per address
   uint64_t connections_evicted = 0;  // unauthenticated, closed to make room
+  uint64_t connections_open = 0;     // now
   uint64_t requests = 0;
   uint64_t bad_requests = 0;  // 400, 413, 431 and timeouts
   uint64_t requests_refused = 0;  // by the Admitter, or over a tenant's limit

@@ -207,6 +207,7 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
   std::atomic<uint64_t> fetched_bytes{0};
   std::atomic<uint64_t> items{0};
   ReadBufferPool pool(static_cast<size_t>(io_threads + cpu_workers) * 2);
+  StageMeter* const meter = MeterOf(options.progress);
   WorkerGroup group([&] {
     gate.Cancel();
     queue.Cancel();
@@ -228,6 +229,7 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
       Status s = fetch(index, &data);
       int64_t end = NowNanos();
       gate.ReadDone();
+      if (meter != nullptr) meter->Add(Stage::kSourceReads, end - start);
       if (!s.ok()) {
         gate.Release(reserved);
         return s;
@@ -248,11 +250,18 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
   controller.SetConsumers(cpu_workers);
   const bool report_waits = controller.adaptive() && options.feed == nullptr;
   group.Start(cpu_workers, [&](int) -> Status {
+    // This worker's stage times count 1/cpu_workers each (stage_meter.h).
+    Lanes lanes(cpu_workers);
+    CpuWaitScope cpu_wait(meter);
     for (;;) {
-      const int64_t wait_start = report_waits ? NowNanos() : 0;
+      const int64_t wait_start = report_waits || meter != nullptr ? NowNanos() : 0;
       auto item = queue.Pop();
       if (!item) break;
-      if (report_waits) controller.OnConsumerWait(NowNanos() - wait_start);
+      if (report_waits || meter != nullptr) {
+        const int64_t waited = NowNanos() - wait_start;
+        if (report_waits) controller.OnConsumerWait(waited);
+        if (meter != nullptr) meter->Add(Stage::kReadWait, waited);
+      }
       Status s = process(item->index, item->data);
       pool.Give(std::move(item->data));
       gate.Release(item->reserved);

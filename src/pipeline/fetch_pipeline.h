@@ -76,7 +76,10 @@ struct FetchPipelineOptions {
   int max_io_threads = 64;  // upper bound of reads in flight
   uint64_t max_bytes_in_flight = uint64_t{256} << 20;
   ConcurrencyController* controller = nullptr;  // REQUIRED; outlives the call
-  Progress* progress = nullptr;  // optional: gets the current read limit
+  // Optional: gets the current read limit, and into its stage meter the
+  // time of every read (Stage::kSourceReads) and of every wait of a CPU
+  // worker for one (Stage::kReadWait); process() times its own parts.
+  Progress* progress = nullptr;
   // Optional: asked before item `next` starts; true ends the run there.
   // Called with the pipeline's admission lock held: keep it cheap.
   std::function<bool(size_t next)> stop;

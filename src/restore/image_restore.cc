@@ -39,9 +39,15 @@ class ZeroIds {
 // Fully checks one stored chunk and returns a view of its plaintext (in
 // `stored` or in this thread's decompression buffer).
 Result<ByteSpan> DecodeChecked(ByteSpan stored, const crypto::Digest& id, uint32_t length,
-                               const crypto::CryptConfig* crypt) {
+                               const ImageRestoreOptions& options) {
+  pipeline::StageTimer timer(pipeline::MeterOf(options.progress), pipeline::Stage::kDecode);
   thread_local ReadBuffer scratch;
-  return DecodeCheckedChunk(stored, id, length, &scratch, crypt);
+  return DecodeCheckedChunk(stored, id, length, &scratch, options.crypt);
+}
+
+// Times a write to the target (or its sync).
+pipeline::StageTimer TimeWrite(const ImageRestoreOptions& options) {
+  return pipeline::StageTimer(pipeline::MeterOf(options.progress), pipeline::Stage::kTargetWrites);
 }
 
 pipeline::FetchPipelineOptions PipelineOptions(const ImageRestoreOptions& options,
@@ -107,7 +113,7 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
           size_t pos = fetch_positions[k];
           stored.fetch_add(data.size(), std::memory_order_relaxed);
           CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
-                                 DecodeChecked(data, idx.digest(pos), idx.ChunkLength(pos), options.crypt));
+                                 DecodeChecked(data, idx.digest(pos), idx.ChunkLength(pos), options));
           slots[k].assign(plain.begin(), plain.end());
           return Status::Ok();
         },
@@ -123,6 +129,7 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
       if (zero.IsZero(idx.digest(i), len)) {
         ++stats->zero_chunks;
         stats->zero_bytes += len;
+        auto timer = TimeWrite(options);
         CAIRN_RETURN_IF_ERROR(out.Append(ByteSpan(zeros.data(), len)));
       } else {
         const Bytes& plain = slots[slot_of.at(idx.digest(i))];
@@ -130,6 +137,7 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
           return DataLossError(fmt::format("chunk {}: {} bytes, the index needs {}",
                                            crypto::DigestHex(idx.digest(i)), plain.size(), len));
         }
+        auto timer = TimeWrite(options);
         CAIRN_RETURN_IF_ERROR(out.Append(plain));
       }
       stats->written_bytes += len;
@@ -228,6 +236,7 @@ Status ScanTargets(Env& env, std::span<const ImageTarget> targets,
         const index::FixedIndex& idx = *targets[t].index;
         const uint32_t len = idx.ChunkLength(p);
         const crypto::Digest& id = idx.digest(p);
+        pipeline::StageTimer timer(pipeline::MeterOf(options.progress), pipeline::Stage::kHash);
         bool same = data.size() == len &&
                     (zero[t].IsZero(id, len) ? IsAllZero(data)
                                              : blob::ChunkId(data, options.crypt) == id);
@@ -282,7 +291,10 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
   for (const ZeroRange& z : plan.zero_ranges) {
     if (open[z.target].existing && !options.rehearse) {
       const ByteSpan data(zeros.data(), z.length);
-      auto write = [&] { return open[z.target].out->WriteAt(z.offset, data); };
+      auto write = [&] {
+        auto timer = TimeWrite(options);
+        return open[z.target].out->WriteAt(z.offset, data);
+      };
       CAIRN_RETURN_IF_ERROR(options.gate ? options.gate->Write(z.target, z.offset, data, write)
                                          : write());
     }
@@ -315,10 +327,13 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
       [&](size_t k, ReadBuffer& data) -> Status {
         const PlanItem& item = plan.items[k];
         stored[item.uses[0].target].fetch_add(data.size(), std::memory_order_relaxed);
-        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChecked(data, item.id, item.length, options.crypt));
+        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChecked(data, item.id, item.length, options));
         for (const Use& use : item.uses) {
           if (!options.rehearse) {
-            auto write = [&] { return open[use.target].out->WriteAt(use.offset, plain); };
+            auto write = [&] {
+              auto timer = TimeWrite(options);
+              return open[use.target].out->WriteAt(use.offset, plain);
+            };
             CAIRN_RETURN_IF_ERROR(options.gate
                                       ? options.gate->Write(use.target, use.offset, plain, write)
                                       : write());
@@ -433,7 +448,10 @@ Status RestoreImages(Env& env, std::span<const ImageTarget> targets, store::Chun
   for (size_t t = 0; t < targets.size(); ++t) {
     OpenTarget& o = open[t];
     if (o.out == nullptr) continue;
-    s = o.out->Sync();
+    {
+      auto timer = TimeWrite(options);  // the writes the page cache held back
+      s = o.out->Sync();
+    }
     if (s.ok()) s = o.out->Close();
     if (s.ok() && !o.partial.empty()) {
       s = env.Rename(o.partial, targets[t].path);

@@ -210,7 +210,8 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
     options.gate = request.gate;
     store::ChunkSource& source = request.source ? *request.source : store.source();
     std::vector<ImageRestoreStats> stats;
-    Status s = RestoreImages(env, targets, source, options, &stats);
+    Env& target_env = request.target_env != nullptr ? *request.target_env : env;
+    Status s = RestoreImages(target_env, targets, source, options, &stats);
     if (!s.ok()) {
       if (targets.size() == 1 && !request.all) {
         return fail(s.WithContext(context(report.archives[image_results[0]])));

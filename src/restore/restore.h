@@ -37,6 +37,10 @@ struct RestoreRequest {
   std::vector<std::string> includes;
   // Images only: writes go through it (restore --instant).
   RestoreGate* gate = nullptr;
+  // Where image and blob targets are written; null: the datastore's Env.
+  // (`restore --inject-write-latency` slows the target with a
+  // FaultInjectionEnv.) Must outlive the call.
+  Env* target_env = nullptr;
 };
 
 struct ArchiveResult {

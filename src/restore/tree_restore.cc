@@ -309,7 +309,10 @@ Status TreeRestorer::Finish() {
   }
   while (stack_.size() > 1) stack_.pop_back();
   CAIRN_RETURN_IF_ERROR(ApplyDirectoryMetadata());
-  if (!rehearse() && ::syncfs(root_.get()) != 0) return ErrnoToStatus(errno, "syncfs");
+  if (!rehearse()) {
+    pipeline::StageTimer timer(pipeline::MeterOf(options_.progress), pipeline::Stage::kTargetWrites);
+    if (::syncfs(root_.get()) != 0) return ErrnoToStatus(errno, "syncfs");
+  }
   if (dropped_warnings_ > 0) {
     stats_.warnings.push_back(fmt::format("... and {} more warnings", dropped_warnings_));
   }
@@ -496,6 +499,7 @@ Status TreeRestorer::FlushBatch() {
     stats_.fetched_bytes += item.length;
     ++stats_.chunks;
   }
+  pipeline::StageTimer timer(pipeline::MeterOf(options_.progress), pipeline::Stage::kMetadata);
   for (BatchFile& file : batch_) {
     if (rehearse()) continue;
     CAIRN_RETURN_IF_ERROR(ApplyMetadata(file.fd.get(), file.entry));
@@ -521,7 +525,11 @@ Status TreeRestorer::RunBatch(const std::vector<Item>& items) {
       [&](size_t k, ReadBuffer& data) -> Status {
         const Item& item = items[k];
         thread_local ReadBuffer scratch;
-        auto plain = DecodeCheckedChunk(data, item.id, item.length, &scratch, reader_.crypt());
+        pipeline::StageMeter* meter = pipeline::MeterOf(options_.progress);
+        auto plain = [&] {
+          pipeline::StageTimer timer(meter, pipeline::Stage::kDecode);
+          return DecodeCheckedChunk(data, item.id, item.length, &scratch, reader_.crypt());
+        }();
         if (!plain.ok()) {
           return plain.status().WithContext(
               fmt::format("file {}", batch_[item.uses[0].file].entry.path));
@@ -530,6 +538,7 @@ Status TreeRestorer::RunBatch(const std::vector<Item>& items) {
           ByteSpan slice = plain->subspan(use.chunk_offset, use.length);
           if (!rehearse()) {
             const BatchFile& file = batch_[use.file];
+            pipeline::StageTimer timer(meter, pipeline::Stage::kTargetWrites);
             Status s = WriteSkippingZeros(file.fd.get(), slice, use.file_offset);
             if (!s.ok()) return s.WithContext(file.entry.path);
           }

@@ -69,6 +69,9 @@ void Api::Handle(const net::HttpRequest& request, net::ResponseWriter& response)
   Request(*shared_, request, response).Run();
 }
 
+size_t Api::OpenSessions() { return shared_->sessions.open_sessions(); }
+std::vector<TaskInfo> Api::Tasks() { return shared_->tasks->List(); }
+
 net::Admission Api::Admit(const net::HttpRequest& h) {
   ApiShared& api = *shared_;
   net::Admission a;

@@ -34,6 +34,9 @@
 
 namespace cairn::server {
 
+class ServerMetrics;
+struct TaskInfo;
+
 struct ApiOptions {
   std::string state_dir;  // the server's state directory: tasks/, audit.log
   // Backup sessions: the idle timeout, the decoded-bytes caps and the
@@ -47,6 +50,8 @@ struct ApiOptions {
   // Failed logins from one address per minute before its logins are
   // refused for the rest of the minute. 0: no limit.
   int max_failed_logins_per_minute = 20;
+  // Chunk reads and writes are counted here (server/metrics.h); null: not.
+  ServerMetrics* metrics = nullptr;
 };
 
 struct ApiShared;
@@ -66,6 +71,11 @@ class Api {
   // net::ServerOptions::on_connection_closed: backup sessions learn that
   // their client is gone.
   void ConnectionClosed(uint64_t connection, bool by_client);
+
+  // For the metrics (server/metrics.h): backup sessions open, and every
+  // task the server knows (read from the state directory).
+  size_t OpenSessions();
+  std::vector<TaskInfo> Tasks();
 
  private:
   std::unique_ptr<ApiShared> shared_;

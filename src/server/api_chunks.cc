@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -12,6 +13,7 @@
 #include "blob/blob.h"
 #include "format/coding.h"
 #include "server/api_request.h"
+#include "server/metrics.h"
 
 namespace cairn::server {
 
@@ -115,6 +117,7 @@ class ChunkBatch {
     bool done = false;
     Status status;
     Bytes data;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   };
 
   // Reads `id` (the front of the window), keeping kReadsAhead going.
@@ -126,6 +129,12 @@ class ChunkBatch {
     window_.pop_front();
     std::unique_lock<std::mutex> lock(read->mu);
     read->cv.wait(lock, [&] { return read->done; });
+    if (ServerMetrics* m = api_.options.metrics; m != nullptr) {
+      m->ObserveChunkRead(
+          store_name_,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - read->start).count(),
+          read->data.size(), read->status.ok());
+    }
     if (!read->status.ok()) return read->status;
     ahead_data_ = std::move(read->data);
     return CheckChunkAs(api_, token_, store_name_, id, ahead_data_);
@@ -172,7 +181,14 @@ Status ReadChunkAs(ApiShared& api, const Token& token, const std::string& store_
                    datastore::Datastore& store, const crypto::Digest& id, ReadBuffer* out) {
   std::vector<ChunkMode> modes;
   if (!MayRead(api, token, store_name, id, &modes)) return NoChunk(id);
-  CAIRN_RETURN_IF_ERROR(store.source().ReadInto(id, out));
+  const auto start = std::chrono::steady_clock::now();
+  Status read = store.source().ReadInto(id, out);
+  if (api.options.metrics != nullptr) {
+    api.options.metrics->ObserveChunkRead(
+        store_name, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+        out->size(), read.ok());
+  }
+  CAIRN_RETURN_IF_ERROR(read);
   if (token.role != Role::kBackup) return Status::Ok();
   return CheckMode(id, out->span(), modes);
 }
@@ -266,7 +282,13 @@ void Request::BackupStep(const std::string& id, std::string_view what) {
     if (!time.ok()) return SendError(400, time.status().message());
     s = api_.sessions.UseBase(**session, *time);
   } else if (what == "chunks") {
-    auto r = api_.sessions.UploadChunks(**session, req_.body);
+    std::function<void(uint64_t, double)> on_chunk;
+    if (ServerMetrics* m = api_.options.metrics; m != nullptr) {
+      on_chunk = [m, store = store_name_](uint64_t bytes, double seconds) {
+        m->ObserveChunkWrite(store, seconds, bytes);
+      };
+    }
+    auto r = api_.sessions.UploadChunks(**session, req_.body, on_chunk);
     // What was received: the same whether the chunks were new or not.
     if (r.ok()) return SendJson(200, json{{"chunks", r->chunks}, {"bytes", r->bytes}});
     // Past the decoded-bytes caps: 413.

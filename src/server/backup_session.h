@@ -49,6 +49,7 @@
 #include <array>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -133,7 +134,11 @@ class SessionRegistry {
   Status UseBase(BackupSession& session, const std::string& time);
   // InvalidArgument for a malformed frame or a plain chunk that is not its
   // digest; OutOfRange past the decoded-bytes caps.
-  Result<UploadResult> UploadChunks(BackupSession& session, ByteSpan frames);
+  // `on_chunk`, when set, is told each chunk's stored size and the seconds
+  // its check and insert took (the server's metrics).
+  Result<UploadResult> UploadChunks(
+      BackupSession& session, ByteSpan frames,
+      const std::function<void(uint64_t bytes, double seconds)>& on_chunk = nullptr);
   Status PutFile(BackupSession& session, const std::string& name, ByteSpan data);
   // Checks the manifest against the session and commits. The session ends
   // (whatever the outcome: a rejected manifest aborts it).

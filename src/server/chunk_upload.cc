@@ -21,6 +21,7 @@
 // before the work is done.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "blob/blob.h"
@@ -41,7 +42,9 @@ Status Refused(const crypto::Digest& id, std::string_view why) {
 
 }  // namespace
 
-Result<UploadResult> SessionRegistry::UploadChunks(BackupSession& s, ByteSpan frames) {
+Result<UploadResult> SessionRegistry::UploadChunks(
+    BackupSession& s, ByteSpan frames,
+    const std::function<void(uint64_t bytes, double seconds)>& on_chunk) {
   UploadResult result;
   uint64_t request_decoded = 0;
   protocol::UploadFrameReader reader(frames, kMaxStoredChunk);
@@ -50,7 +53,12 @@ Result<UploadResult> SessionRegistry::UploadChunks(BackupSession& s, ByteSpan fr
   for (;;) {
     CAIRN_ASSIGN_OR_RETURN(bool more, reader.Next(&id, &blob));
     if (!more) break;
+    const auto start = std::chrono::steady_clock::now();
     CAIRN_RETURN_IF_ERROR(AdmitChunk(s, id, blob, &request_decoded));
+    if (on_chunk) {
+      on_chunk(blob.size(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
     ++result.chunks;
     result.bytes += blob.size();
   }

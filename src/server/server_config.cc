@@ -115,6 +115,24 @@ Status ParseTls(const Checker& c, const json& v, ServerConfig* config) {
   return Status::Ok();
 }
 
+// "metrics": {"listen": "HOST:PORT", "refresh_s": N} (server/metrics_listener.h).
+Status ParseMetrics(const Checker& c, const json& v, ServerConfig* config) {
+  if (!v.is_object()) return c.Error("metrics", "must be an object with \"listen\"");
+  for (const auto& [key, value] : v.items()) {
+    if (key == "listen") {
+      CAIRN_ASSIGN_OR_RETURN(config->metrics_listen, c.String("metrics.listen", value));
+      if (!net::ParseHostPort(config->metrics_listen).ok()) {
+        return c.Error("metrics.listen", "must be HOST:PORT, like 127.0.0.1:9107");
+      }
+    } else if (key == "refresh_s") {
+      CAIRN_ASSIGN_OR_RETURN(config->metrics_refresh_s, c.Positive("metrics.refresh_s", value, 86400));
+    } else {
+      return c.Error("metrics." + key, "unknown key (expected listen, refresh_s)");
+    }
+  }
+  return Status::Ok();
+}
+
 // The API's and the backup sessions' keys of "limits"; false when `key` is
 // none of them.
 Result<bool> ParseApiLimit(const Checker& c, const std::string& key, const json& value,
@@ -226,9 +244,11 @@ Status ParseTop(const Checker& c, const json& doc, ServerConfig* config) {
       CAIRN_ASSIGN_OR_RETURN(config->log, c.String(key, value));
     } else if (key == "session_timeout_s") {
       CAIRN_ASSIGN_OR_RETURN(config->session_timeout_s, c.Positive(key, value, 7 * 86400));
+    } else if (key == "metrics") {
+      CAIRN_RETURN_IF_ERROR(ParseMetrics(c, value, config));
     } else {
       return c.Error(key, "unknown key (expected listen, state_dir, stores, tls, limits, "
-                          "session_timeout_s, log)");
+                          "session_timeout_s, log, metrics)");
     }
   }
   return Status::Ok();

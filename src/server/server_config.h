@@ -10,7 +10,8 @@
 //     "limits": {"max_connections": 256, "max_body_mib": 64,
 //                "request_timeout_s": 60, "idle_timeout_s": 120, …},  // docs/SERVER.md
 //     "session_timeout_s": 900,
-//     "log": "stderr" | "FILE"
+//     "log": "stderr" | "FILE",
+//     "metrics": {"listen": "127.0.0.1:9107", "refresh_s": 300}   // Prometheus, plain HTTP
 //   }
 #pragma once
 
@@ -33,6 +34,10 @@ struct ServerConfig {
   std::string key_file;
   net::ServerOptions limits;  // listen/cert/key left empty here; see ToServerOptions
   std::string log = "stderr";
+  // Prometheus' GET /metrics on this plain-HTTP address ("": none), and how
+  // often the per-datastore figures are read (server/metrics.h).
+  std::string metrics_listen;
+  int64_t metrics_refresh_s = 300;
   // Backup sessions idle this long are aborted (SessionLimits::timeout).
   int64_t session_timeout_s = 900;
   // Backup sessions' caps and quotas (the timeout above is set into it by

@@ -219,7 +219,11 @@ class ChunkChecker {
           stored_bytes_.fetch_add(stored.size(), std::memory_order_relaxed);
           uint64_t raw = 0;
           const ArchiveCrypt& crypt = crypts_[use.archive];
-          Status check = CheckStored(stored, use, crypt, &raw);
+          pipeline::StageMeter* meter = pipeline::MeterOf(options_.progress);
+          Status check = [&] {
+            pipeline::StageTimer timer(meter, pipeline::Stage::kDecode);
+            return CheckStored(stored, use, crypt, &raw);
+          }();
           if (check.code() == StatusCode::kDataLoss &&
               source_.Traits().medium == store::MediumKind::kNetwork) {
             // Bytes can be damaged on the way: a chunk from over a network
@@ -238,6 +242,7 @@ class ChunkChecker {
           raw_bytes_.fetch_add(raw, std::memory_order_relaxed);
           checked_.fetch_add(1, std::memory_order_relaxed);
           // A keyless check proves less than the ledger's "ok" promises.
+          pipeline::StageTimer ledger_timer(meter, pipeline::Stage::kMetadata);
           if (crypt.keyless) {
             keyless_.fetch_add(1, std::memory_order_relaxed);
             if (!check.ok()) ledger_.Add(use.id, now_unix_, check);

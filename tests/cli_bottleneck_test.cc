@@ -1,0 +1,125 @@
+// Every run names its bottleneck (docs/ARCHITECTURE.md, "The stage meter"):
+// purpose-made cases whose limit is certain. A slow target (every write
+// sleeps 100 ms: --inject-write-latency) must name target writes; a slow
+// source (every read sleeps 100 ms, one at a time) must name source reads,
+// for restore, rehearse and verify; backup and the JSON report carry the
+// per-stage figures. The injected sleeps are 20× what a chunk's check
+// costs even on a loaded machine, so the verdicts do not depend on speed.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cli_fixture.h"
+
+namespace cairn::cli_test {
+namespace {
+
+class BottleneckTest : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    if (HasFatalFailure()) return;
+    ImageWriter(Path("d0.raw"), 4 * kChunk, 7).Random(0, 4 * kChunk);
+    backup_ = Backup("vm/100", 1, {"disk0.img=" + Path("d0.raw")});
+  }
+
+  nlohmann::json RunJson(const std::string& verb, const std::vector<std::string>& args) {
+    std::vector<std::string> all = args;
+    all.push_back("--json");
+    RunResult r = OnStore(verb, all);
+    EXPECT_EQ(r.exit_code, kExitOk) << r.Describe();
+    return ParseJson(r.out);
+  }
+
+  // The last line of a human summary.
+  static std::string LastLine(const std::string& out) {
+    std::string s = out;
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s.substr(s.rfind('\n') + 1);
+  }
+
+  // The fields every "bottleneck" object has.
+  static void ExpectReport(const nlohmann::json& b) {
+    ASSERT_TRUE(b.is_object()) << b.dump();
+    for (const char* f : {"stage", "name", "cpu_bound", "line", "seconds", "cpu", "stages"}) {
+      EXPECT_TRUE(b.contains(f)) << f << " missing in " << b.dump();
+    }
+    EXPECT_GE(b["cpu"]["cores"].get<int>(), 1);
+    EXPECT_GE(b["cpu"]["share"].get<double>(), 0);
+    for (const char* s : {"source_reads", "read_wait", "decode", "hash", "compress",
+                          "target_writes", "metadata"}) {
+      ASSERT_TRUE(b["stages"].contains(s)) << s << " missing in " << b.dump();
+      EXPECT_GE(b["stages"][s]["seconds"].get<double>(), 0) << s;
+    }
+    EXPECT_TRUE(b["stages"]["source_reads"].contains("reads_in_flight"));
+    EXPECT_TRUE(b["stages"]["read_wait"].contains("share"));
+  }
+
+  const std::string snap_ = Snap("vm/100", 1);
+  nlohmann::json backup_;
+};
+
+TEST_F(BottleneckTest, SlowTargetNamesTargetWrites) {
+  nlohmann::json j = RunJson("restore", {snap_, "disk0.img", Path("out.img"),
+                                         "--inject-write-latency", "100"});
+  EXPECT_EQ(CompareFiles(Path("d0.raw"), Path("out.img")), "");
+  const nlohmann::json& b = j["bottleneck"];
+  ExpectReport(b);
+  EXPECT_EQ(b["stage"], "target_writes") << b.dump(2);
+  EXPECT_FALSE(b["cpu_bound"].get<bool>()) << b.dump(2);
+  // Four 100 ms writes over two or more workers: most of the run.
+  EXPECT_GT(b["stages"]["target_writes"]["share"].get<double>(),
+            b["stages"]["read_wait"]["share"].get<double>());
+
+  RunResult r = OnStore("restore", {snap_, "disk0.img", Path("out2.img"),
+                                    "--inject-write-latency", "100"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(LastLine(r.out).rfind("bottleneck: target writes (target writes busy ", 0), 0u)
+      << r.out;
+}
+
+TEST_F(BottleneckTest, SlowSourceNamesSourceReads) {
+  const std::vector<std::string> slow = {"--inject-latency", "100", "--jobs", "1"};
+  std::vector<std::string> args = {snap_, "disk0.img", Path("out.img")};
+  args.insert(args.end(), slow.begin(), slow.end());
+  nlohmann::json j = RunJson("restore", args);
+  ExpectReport(j["bottleneck"]);
+  EXPECT_EQ(j["bottleneck"]["stage"], "source_reads") << j["bottleneck"].dump(2);
+  const nlohmann::json& stages = j["bottleneck"]["stages"];
+  EXPECT_GT(stages["read_wait"]["share"].get<double>(), stages["decode"]["share"].get<double>());
+  EXPECT_GT(stages["read_wait"]["share"].get<double>(),
+            stages["target_writes"]["share"].get<double>());
+
+  // A rehearsal: the same pipeline, nothing written.
+  args = {snap_, "disk0.img", "--rehearse"};
+  args.insert(args.end(), slow.begin(), slow.end());
+  RunResult r = OnStore("restore", args);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(LastLine(r.out).rfind("bottleneck: source reads (reads waited ", 0), 0u) << r.out;
+
+  // Verify reads through the same pipeline.
+  args = {};
+  args.insert(args.end(), slow.begin(), slow.end());
+  j = RunJson("verify", args);
+  ExpectReport(j["bottleneck"]);
+  EXPECT_EQ(j["bottleneck"]["stage"], "source_reads") << j["bottleneck"].dump(2);
+  r = OnStore("verify", args);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(LastLine(r.out).rfind("bottleneck: source reads (", 0), 0u) << r.out;
+}
+
+TEST_F(BottleneckTest, BackupReportsItsStages) {
+  ExpectReport(backup_["bottleneck"]);
+  // Four random chunks were hashed, compressed (raw: they do not shrink)
+  // and stored.
+  const nlohmann::json& stages = backup_["bottleneck"]["stages"];
+  EXPECT_GT(stages["hash"]["seconds"].get<double>(), 0) << stages.dump(2);
+  EXPECT_GT(stages["target_writes"]["seconds"].get<double>(), 0) << stages.dump(2);
+  RunResult r = OnStore("backup", {"--id", "vm/100", "--time", SnapTime(2),
+                                   "disk0.img=" + Path("d0.raw")});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(LastLine(r.out).rfind("bottleneck: ", 0), 0u) << r.out;
+}
+
+}  // namespace
+}  // namespace cairn::cli_test

@@ -317,10 +317,19 @@ void Serve(World& w, http::request<cairn::net::ByteBody>& message) {
     FUZZ_CHECK(req.path == "/api/v1/version" || req.path == "/ui/login" ||
                (dashboard && req.path != "/" && req.path != "/ui/session"));
   }
-  // No answer shows a token's secret (the login form never echoes one).
+  // No answer shows a token's secret (the login form never echoes one),
+  // unless the client wrote it in the request's target, a header other than
+  // Authorization or the body: an error may quote the client's own path.
+  std::string sent(message.target().data(), message.target().size());
+  for (const auto& field : message) {
+    if (!beast::iequals(field.name_string(), "authorization")) sent.append(field.value().data(), field.value().size());
+  }
+  sent += cairn::AsStringView(req.body);
   const std::string_view text = cairn::AsStringView(res.body);
   for (const std::string* t : {&w.reader, &w.backup, &w.admin}) {
-    FUZZ_CHECK(text.find(t->substr(t->find(':') + 1)) == std::string_view::npos);
+    const std::string_view secret = std::string_view(*t).substr(t->find(':') + 1);
+    if (sent.find(secret) != std::string::npos) continue;
+    FUZZ_CHECK(text.find(secret) == std::string_view::npos);
   }
   if (res.status == 200 && req.path.ends_with("/file")) {
     FUZZ_CHECK(w.files.count(std::string(cairn::AsStringView(res.body))) == 1);

@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "base/tcp_listen.h"
+
 namespace cairn::nbd {
 namespace {
 
@@ -98,7 +100,7 @@ Result<UniqueFd> ListenUnix(const std::string& path) {
 }
 
 // Binds HOST:PORT; sets `bound` to the address really bound.
-Result<UniqueFd> ListenTcp(const std::string& spec, std::string* bound) {
+Result<UniqueFd> ListenHostPort(const std::string& spec, std::string* bound) {
   const size_t colon = spec.rfind(':');
   if (colon == std::string::npos || colon + 1 == spec.size()) {
     return InvalidArgumentError(fmt::format(
@@ -107,33 +109,7 @@ Result<UniqueFd> ListenTcp(const std::string& spec, std::string* bound) {
   std::string host = spec.substr(0, colon);
   const std::string port = spec.substr(colon + 1);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &res);
-  if (rc != 0) {
-    return InvalidArgumentError(fmt::format("--listen '{}': {}", spec, ::gai_strerror(rc)));
-  }
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
-  UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) return ErrnoToStatus(errno, "socket");
-  int one = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) != 0) {
-    return ErrnoToStatus(errno, "bind " + spec);
-  }
-  if (::listen(fd.get(), 64) != 0) return ErrnoToStatus(errno, "listen " + spec);
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
-  char name[NI_MAXHOST], serv[NI_MAXSERV];
-  ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, name, sizeof name, serv, sizeof serv,
-                NI_NUMERICHOST | NI_NUMERICSERV);
-  *bound = ss.ss_family == AF_INET6 ? fmt::format("[{}]:{}", name, serv)
-                                    : fmt::format("{}:{}", name, serv);
-  return fd;
+  return cairn::ListenTcp(host, port, 64, fmt::format("--listen '{}'", spec), bound);
 }
 
 }  // namespace
@@ -149,7 +125,7 @@ Result<std::unique_ptr<NbdServer>> NbdServer::Listen(const std::string& listen,
     CAIRN_ASSIGN_OR_RETURN(fd, ListenUnix(unix_path));
     address = listen;
   } else {
-    CAIRN_ASSIGN_OR_RETURN(fd, ListenTcp(listen, &address));
+    CAIRN_ASSIGN_OR_RETURN(fd, ListenHostPort(listen, &address));
   }
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC));
   if (wake.get() < 0) return ErrnoToStatus(errno, "eventfd");

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "base/tcp_listen.h"
 #include "net/http_server.h"
 
 namespace cairn::server {
@@ -40,31 +41,9 @@ void Reply(int fd, int status, std::string_view reason, std::string_view type, s
 Result<std::unique_ptr<MetricsListener>> MetricsListener::Start(const std::string& listen,
                                                                 Render render, Logger& logger) {
   CAIRN_ASSIGN_OR_RETURN(auto hp, net::ParseHostPort(listen));
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string port = std::to_string(hp.second);
-  if (int rc = ::getaddrinfo(hp.first.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    return InvalidArgumentError(
-        fmt::format("metrics listen {}: {}", listen, ::gai_strerror(rc)));
-  }
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> hold(res, ::freeaddrinfo);
-  UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) return ErrnoToStatus(errno, fmt::format("metrics listen {}: socket", listen));
-  int one = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd.get(), 16) != 0) {
-    return ErrnoToStatus(errno, fmt::format("metrics listen {}: bind", listen));
-  }
-  sockaddr_storage bound{};
-  socklen_t len = sizeof bound;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
-  char host[NI_MAXHOST], serv[NI_MAXSERV];
-  ::getnameinfo(reinterpret_cast<sockaddr*>(&bound), len, host, sizeof host, serv, sizeof serv,
-                NI_NUMERICHOST | NI_NUMERICSERV);
-  std::string endpoint = bound.ss_family == AF_INET6 ? fmt::format("[{}]:{}", host, serv)
-                                                     : fmt::format("{}:{}", host, serv);
+  std::string endpoint;
+  CAIRN_ASSIGN_OR_RETURN(UniqueFd fd, ListenTcp(hp.first, std::to_string(hp.second), 16,
+                                                fmt::format("metrics listen {}", listen), &endpoint));
   std::unique_ptr<MetricsListener> l(
       new MetricsListener(std::move(fd), std::move(endpoint), std::move(render), logger));
   l->thread_ = std::jthread([p = l.get()](std::stop_token stop) { p->Serve(stop); });

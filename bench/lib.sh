@@ -228,3 +228,25 @@ bench_repo_env() {
   export BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes
   export BORG_RELOCATED_REPO_ACCESS_IS_OK=yes
 }
+
+# start_cairn_serve LOGDIR SERVE_ARGS...: `$cairn serve --listen 127.0.0.1:0
+# SERVE_ARGS...` in the background (stdout LOGDIR/serve.out, stderr
+# LOGDIR/serve.err); waits up to 30 s for its "listening on" line and sets
+# server_pid, port and fingerprint from it. The caller stops the server.
+start_cairn_serve() {
+  local logs=$1 line= _
+  shift
+  : >"$logs/serve.out"
+  "$cairn" serve --listen 127.0.0.1:0 "$@" </dev/null >"$logs/serve.out" 2>"$logs/serve.err" &
+  server_pid=$!
+  for _ in $(seq 300); do
+    line=$(grep -m1 '^cairn serve: listening on ' "$logs/serve.out" || true)
+    [[ -n $line ]] && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$logs/serve.err" >&2; die "cairn serve exited before listening"; }
+    sleep 0.1
+  done
+  [[ -n $line ]] || { cat "$logs/serve.err" >&2; die "cairn serve printed no 'listening on' line in 30 s"; }
+  port=$(sed -n 's|.*https://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' <<<"$line")
+  fingerprint=$(sed -n 's|.*certificate fingerprint \([0-9A-Fa-f:]*\).*|\1|p' <<<"$line")
+  [[ -n $port && -n $fingerprint ]] || die "cannot read the port and fingerprint from: $line"
+}

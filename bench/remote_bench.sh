@@ -164,22 +164,8 @@ bk_token=$("$cairn" token create benchbk --state-dir "$state" --store bk --role 
   { cat "$dir/logs/token.log" >&2; die "cairn token create (backup) failed"; }
 
 say "starting cairn serve on 127.0.0.1 (any free port)"
-serve_out=$dir/logs/serve.out serve_err=$dir/logs/serve.err
-: >"$serve_out"
-"$cairn" serve --listen 127.0.0.1:0 --store "main=$store" --store "bk=$bk_remote" --state-dir "$state" \
-  </dev/null >"$serve_out" 2>"$serve_err" &
-server_pid=$!
-line=
-for _ in $(seq 300); do
-  line=$(grep -m1 '^cairn serve: listening on ' "$serve_out" || true)
-  [[ -n $line ]] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$serve_err" >&2; die "cairn serve exited before listening"; }
-  sleep 0.1
-done
-[[ -n $line ]] || { cat "$serve_err" >&2; die "cairn serve printed no 'listening on' line in 30 s"; }
-port=$(sed -n 's|.*https://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' <<<"$line")
-fingerprint=$(sed -n 's|.*certificate fingerprint \([0-9A-Fa-f:]*\).*|\1|p' <<<"$line")
-[[ -n $port && -n $fingerprint ]] || die "cannot read the port and fingerprint from: $line"
+serve_err=$dir/logs/serve.err
+start_cairn_serve "$dir/logs" --store "main=$store" --store "bk=$bk_remote" --state-dir "$state"
 url=https://127.0.0.1:$port/main
 export CAIRN_TOKEN=$token CAIRN_FINGERPRINT=$fingerprint CAIRN_CACHE_DIR=$cache
 unset CAIRN_REPO CAIRN_KEYFILE CAIRN_PASSPHRASE CAIRN_PASSPHRASE_FILE

@@ -72,19 +72,7 @@ rm -rf "$store" "$state" "$cache" "$fresh" "$out"
 "$cairn" backup -r "$store" --id vm/1 "disk0.img=$image" >"$dir/logs/backup.log" 2>&1 ||
   { cat "$dir/logs/backup.log" >&2; die "cairn backup failed"; }
 token=$("$cairn" token create bench --state-dir "$state" --store main --role reader 2>/dev/null)
-"$cairn" serve --listen 127.0.0.1:0 --store "main=$store" --state-dir "$state" \
-  </dev/null >"$dir/logs/serve.out" 2>"$dir/logs/serve.err" &
-server_pid=$!
-line=
-for _ in $(seq 300); do
-  line=$(grep -m1 '^cairn serve: listening on ' "$dir/logs/serve.out" || true)
-  [[ -n $line ]] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$dir/logs/serve.err" >&2; die "cairn serve exited"; }
-  sleep 0.1
-done
-port=$(sed -n 's|.*https://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' <<<"$line")
-fingerprint=$(sed -n 's|.*certificate fingerprint \([0-9A-Fa-f:]*\).*|\1|p' <<<"$line")
-[[ -n $port && -n $fingerprint ]] || die "cannot read the port and fingerprint from: $line"
+start_cairn_serve "$dir/logs" --store "main=$store" --state-dir "$state"
 url=https://127.0.0.1:$port/main
 export CAIRN_TOKEN=$token CAIRN_FINGERPRINT=$fingerprint CAIRN_CACHE_DIR=$cache
 unset CAIRN_REPO CAIRN_KEYFILE CAIRN_PASSPHRASE CAIRN_PASSPHRASE_FILE

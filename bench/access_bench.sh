@@ -20,10 +20,15 @@
 #                 first 4 KiB of the image can be read (bench/access_probe.py:
 #                 its own NBD client; open+read on the mount), local store and
 #                 through `cairn serve` on loopback TLS [< 1 s, local]
-#   sequential    `cairn restore --rehearse` (fetch, decode, check; nothing
-#                 written), `nbdcopy URI null:` of the export, `cat` of the
+#   sequential    `cairn restore ... - >/dev/null`, `cairn restore --rehearse`
+#                 (fetch, decode, check; nothing written), `nbdcopy URI null:` of the export, `cat` of the
 #                 image file in the mount > /dev/null: all to nowhere
-#                 [nbdcopy and cat >= 0.7x the rehearsal's speed]
+#                 [nbdcopy and cat >= 0.7x `cairn restore ... - >/dev/null`;
+#                 the rehearsal is shown as the stricter reference]
+#   to a file     `cairn restore` of the image to a file, `cp` of it out of the
+#                 mount, `nbdcopy` of the export to a file, each + sync, on
+#                 DIR's file system (cp and nbdcopy skip the holes, as
+#                 restore does) [>= 0.7x restore]
 #   random        4 KiB reads at random aligned offsets, 4 threads, 10 s, via
 #                 the export and the mount: IOPS, plaintext bytes the cache
 #                 loaded per byte read, peak RSS of cairn (/usr/bin/time) beside
@@ -51,7 +56,7 @@ rounds_given=0
 quick=0
 image=
 tree=
-usage() { sed -n '5,36p' "$0" >&2; exit 2; }
+usage() { sed -n '5,41p' "$0" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -195,9 +200,10 @@ for ((r = 1; r <= rounds; r++)); do
   first_byte "$r" remote-nbd-first-byte nbd "$sock" "$cairn" nbd -r "$url" vm/100/latest disk0.img --listen "unix:$sock"
   first_byte "$r" remote-mount-first-byte file "$mnt/vm/100/latest/disk0.img" "$cairn" mount -r "$url" "$mnt"
 
-  for op in $(in_order "$r" rehearse nbdcopy cat); do
+  for op in $(in_order "$r" rehearse restore-null nbdcopy cat); do
     case $op in
       rehearse) timed "$r" rehearse "$image_bytes" "$cairn" restore -r "$store" vm/100/latest disk0.img --rehearse ;;
+      restore-null) timed "$r" restore-null "$image_bytes" sh -c "'$cairn' restore -r '$store' vm/100/latest disk0.img - >/dev/null" ;;
       nbdcopy)
         "$cairn" nbd -r "$store" vm/100/latest disk0.img --listen "unix:$sock" >/dev/null 2>"$dir/logs/r$r-nbd.err" &
         pid=$!; wait_socket
@@ -210,6 +216,28 @@ for ((r = 1; r <= rounds; r++)); do
         stop "$pid" ;;
     esac
   done
+
+  # The image to a file (the same file system as the store), each followed
+  # by sync: cp and nbdcopy skip the image's holes as restore does.
+  img_out=$dir/image.out
+  for op in $(in_order "$r" restore-file cp-file nbdcopy-file); do
+    rm -f "$img_out"
+    case $op in
+      restore-file) timed "$r" restore-file "$image_bytes" sh -c "'$cairn' restore -r '$store' vm/100/latest disk0.img '$img_out' && sync" ;;
+      cp-file)
+        "$cairn" mount -r "$store" "$mnt" >/dev/null 2>"$dir/logs/r$r-cp-file.err" &
+        pid=$!; wait_mounted
+        timed "$r" cp-file "$image_bytes" sh -c "cp '$mnt/vm/100/latest/disk0.img' '$img_out' && sync"
+        stop "$pid"
+        if ((r == 1)); then cmp "$image" "$img_out" || die "cp out of the mount differs from the image"; fi ;;
+      nbdcopy-file)
+        "$cairn" nbd -r "$store" vm/100/latest disk0.img --listen "unix:$sock" >/dev/null 2>"$dir/logs/r$r-nbd-file.err" &
+        pid=$!; wait_socket
+        timed "$r" nbdcopy-file "$image_bytes" sh -c "nbdcopy 'nbd+unix:///?socket=$sock' '$img_out' && sync"
+        stop "$pid" ;;
+    esac
+  done
+  rm -f "$img_out"
 
   random_reads "$r" nbd
   random_reads "$r" file
@@ -272,10 +300,15 @@ row("first 4 KiB readable through NBD after `cairn nbd` starts", f"{fb['nbd-firs
 row("first 4 KiB readable through the mount after `cairn mount` starts", f"{fb['mount-first-byte']:.3f} s", "< 1 s", fb["mount-first-byte"] < 1)
 row("… remote (NBD)", f"{fb['remote-nbd-first-byte']:.3f} s", "report", None)
 row("… remote (mount)", f"{fb['remote-mount-first-byte']:.3f} s", "report", None)
-reh, nbdc, cat = med("rehearse"), med("nbdcopy"), med("cat")
-row("`cairn restore --rehearse` of the image", f"{mib(image_bytes, reh):.0f} MiB/s ({reh:.2f} s)", "reference", None)
-row("`nbdcopy` of the export to `null:`", f"{mib(image_bytes, nbdc):.0f} MiB/s ({nbdc:.2f} s), {reh / nbdc:.2f}x", ">= 0.7x the rehearsal", reh / nbdc >= 0.7)
-row("`cat` of the image in the mount > /dev/null", f"{mib(image_bytes, cat):.0f} MiB/s ({cat:.2f} s), {reh / cat:.2f}x", ">= 0.7x the rehearsal", reh / cat >= 0.7)
+reh, rnull, nbdc, cat = med("rehearse"), med("restore-null"), med("nbdcopy"), med("cat")
+row("`cairn restore` of the image to /dev/null (`-` > /dev/null)", f"{mib(image_bytes, rnull):.0f} MiB/s ({rnull:.2f} s)", "reference", None)
+row("`cairn restore --rehearse` (nothing written: the stricter reference)", f"{mib(image_bytes, reh):.0f} MiB/s ({reh:.2f} s)", "reference", None)
+row("`nbdcopy` of the export to `null:`", f"{mib(image_bytes, nbdc):.0f} MiB/s ({nbdc:.2f} s), {rnull / nbdc:.2f}x restore, {reh / nbdc:.2f}x rehearse", ">= 0.7x restore", rnull / nbdc >= 0.7)
+row("`cat` of the image in the mount > /dev/null", f"{mib(image_bytes, cat):.0f} MiB/s ({cat:.2f} s), {rnull / cat:.2f}x restore, {reh / cat:.2f}x rehearse", ">= 0.7x restore", rnull / cat >= 0.7)
+rfile, cpf, nbdf = med("restore-file"), med("cp-file"), med("nbdcopy-file")
+row("`cairn restore` of the image to a file (+ sync)", f"{mib(image_bytes, rfile):.0f} MiB/s ({rfile:.2f} s)", "reference", None)
+row("`cp` of the image out of the mount to a file (+ sync)", f"{mib(image_bytes, cpf):.0f} MiB/s ({cpf:.2f} s), {rfile / cpf:.2f}x", ">= 0.7x restore", rfile / cpf >= 0.7)
+row("`nbdcopy` of the export to a file (+ sync)", f"{mib(image_bytes, nbdf):.0f} MiB/s ({nbdf:.2f} s), {rfile / nbdf:.2f}x", ">= 0.7x restore", rfile / nbdf >= 0.7)
 for kind, label in [("nbd", "NBD"), ("file", "mount")]:
     iops = med(f"random-{kind}-iops")
     loaded = med(f"random-{kind}-loaded")

@@ -232,6 +232,33 @@ TEST_F(MountTest, AnImageIsAFileReadByteForByteAndAtRandom) {
   EXPECT_EQ(errno, EROFS);
 }
 
+// The image's zero chunk (chunk 2) is a hole: st_blocks leaves it out,
+// SEEK_HOLE/SEEK_DATA find it, and `cp` (which asks for both) copies the
+// image without reading it and keeps the hole.
+TEST_F(MountTest, AnImagesZeroChunkIsAHoleThatCpKeeps) {
+  const std::string img = M("vm/100/" + SnapTime(kTimeMain) + "/disk0.img");
+  const uint64_t size = FileSize(shared->image);
+  struct stat st;
+  ASSERT_EQ(::stat(img.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_blocks), (size - kChunk + 511) / 512);
+  int fd = ::open(img.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(::lseek(fd, 0, SEEK_HOLE), static_cast<off_t>(2 * kChunk));
+  EXPECT_EQ(::lseek(fd, 2 * kChunk + 10, SEEK_DATA), static_cast<off_t>(3 * kChunk));
+  EXPECT_EQ(::lseek(fd, 3 * kChunk, SEEK_HOLE), static_cast<off_t>(size));
+  EXPECT_EQ(::lseek(fd, static_cast<off_t>(size), SEEK_DATA), -1);
+  EXPECT_EQ(errno, ENXIO);
+  ::close(fd);
+
+  const std::string copy = shared->tmp->Join("copied.img");
+  ShellResult cp = Shell("cp '" + img + "' '" + copy + "'");
+  ASSERT_EQ(cp.exit_code, 0) << cp.output;
+  EXPECT_EQ(CompareFiles(copy, shared->image), "");
+  ASSERT_EQ(::stat(copy.c_str(), &st), 0);
+  EXPECT_LE(static_cast<uint64_t>(st.st_blocks) * 512, size - kChunk / 2) << "the hole was not kept";
+  fs::remove(copy);
+}
+
 TEST_F(MountTest, ABlobIsAFileAndLatestPointsAtTheNewest) {
   const std::string snap = SnapTime(kTimeMain);
   EXPECT_EQ(ReadFile(M("vm/100/" + snap + "/vm.conf.blob")), ReadFile(shared->blob));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -148,6 +149,17 @@ TEST(ReadBufferTest, GrowingPastTheCapacityKeepsTheContent) {
   EXPECT_EQ(b.data()[2], 3);
   ByteSpan view = b;
   EXPECT_EQ(view.size(), 100000u);
+}
+
+// A stored 4 MiB chunk is 4 MiB and a header: its buffer must not be
+// rounded up to a third huge page (6 MiB held for 4 MiB and a few bytes:
+// every chunk the mount's cache held cost half as much again).
+TEST(ReadBufferTest, AChunkAndItsHeaderTakeLittleMoreThanTheChunk) {
+  ReadBuffer b;
+  b.Resize((size_t{4} << 20) + 64);
+  EXPECT_LE(b.capacity(), (size_t{4} << 20) + (size_t{4} << 20) / 8 + 4096);
+  std::memset(b.data(), 7, b.size());  // every byte writable
+  EXPECT_EQ(b.data()[b.size() - 1], 7);
 }
 
 TEST(ReadBufferTest, AdoptAndReleaseMoveTheStorage) {

@@ -15,9 +15,12 @@ constexpr size_t kHugePage = size_t{2} << 20;
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// An anonymous mapping of `size` (a multiple of kHugePage) aligned to
-// kHugePage, advised for transparent huge pages. Kernels before 6.7 do not
-// align large mappings themselves, so map one huge page more and trim.
+constexpr size_t kPage = 4096;
+
+// An anonymous mapping of `size` (a multiple of kPage) aligned to kHugePage,
+// advised for transparent huge pages: the whole huge pages it spans are
+// huge, the rest small. Kernels before 6.7 do not align large mappings
+// themselves, so map one huge page more and trim.
 uint8_t* MapHuge(size_t size) {
   void* p = ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -83,7 +86,10 @@ void ReadBuffer::Grow(size_t n) {
   uint8_t* fresh;
   bool mapped = want >= kMapFrom;
   if (mapped) {
-    want = RoundUp(want, kHugePage);
+    // To a small page, not a huge one: a chunk of 4 MiB and its header in a
+    // buffer rounded to 6 MiB touched a third huge page (2 MiB zeroed and
+    // held for a few bytes), so every cached 4 MiB chunk held 6 MiB.
+    want = RoundUp(want, kPage);
     fresh = MapHuge(want);
   } else {
     fresh = new uint8_t[want];  // default-initialised: not zeroed

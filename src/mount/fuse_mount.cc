@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -82,7 +83,7 @@ struct stat StatOf(const Attr& a) {
   st.st_size = static_cast<off_t>(a.size);
   st.st_rdev = a.rdev;
   st.st_blksize = 4096;
-  st.st_blocks = static_cast<blkcnt_t>((a.size + 511) / 512);
+  st.st_blocks = static_cast<blkcnt_t>((a.allocated.value_or(a.size) + 511) / 512);
   int64_t sec = a.mtime_ns / 1'000'000'000, nsec = a.mtime_ns % 1'000'000'000;
   if (nsec < 0) {
     nsec += 1'000'000'000;
@@ -232,6 +233,22 @@ void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
   fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), *n);
 }
 
+// SEEK_DATA and SEEK_HOLE (the kernel answers the other kinds itself), so
+// `cp` skips an image's zero chunks instead of reading them.
+void OnLseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, fuse_file_info* fi) {
+  if ((whence != SEEK_DATA && whence != SEEK_HOLE) || off < 0) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  const auto* file = reinterpret_cast<const SnapshotFs::File*>(fi->fh);
+  auto to = file->Seek(static_cast<uint64_t>(off), whence == SEEK_DATA);
+  if (!to.ok()) {
+    fuse_reply_err(req, to.status().code() == StatusCode::kOutOfRange ? ENXIO : ErrnoOf(to.status()));
+    return;
+  }
+  fuse_reply_lseek(req, static_cast<off_t>(*to));
+}
+
 void OnRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   auto* file = reinterpret_cast<SnapshotFs::File*>(fi->fh);
   if (SessionOf(req).files.Remove(file)) delete file;
@@ -281,6 +298,7 @@ fuse_lowlevel_ops Operations() {
   ops.releasedir = OnReleasedir;
   ops.open = OnOpen;
   ops.read = OnRead;
+  ops.lseek = OnLseek;
   ops.release = OnRelease;
   ops.getxattr = OnGetxattr;
   ops.listxattr = OnListxattr;

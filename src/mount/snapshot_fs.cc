@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "access/chunk_map.h"
+
 namespace cairn::mount {
 namespace {
 
@@ -45,6 +47,7 @@ struct SnapshotFs::VNode {
   datastore::GroupRef group;     // kGroup, kLatest
   datastore::SnapshotRef snap;   // kSnapshot and its archives
   index::ArchiveEntry archive;   // kImage, kBlob, kTree
+  std::optional<uint64_t> allocated;  // kImage: bytes of its non-zero chunks, when known
   std::map<std::string, uint64_t, std::less<>> children;  // as last listed
   int64_t listed_ns = -1;        // monotonic time of that listing; -1: never
   int64_t mtime_ns = 0;
@@ -86,6 +89,17 @@ class SnapshotFs::ArchiveFile final : public SnapshotFs::File {
     CAIRN_RETURN_IF_ERROR(r.Read(base_ + offset, out.first(n)));
     return n;
   }
+  uint64_t size() const override { return size_; }
+  Result<uint64_t> Seek(uint64_t offset, bool data) const override {
+    if (!reader_) return File::Seek(offset, data);  // a tree's file: all data
+    if (offset >= size_) return OutOfRangeError("seek past the end");
+    const access::ChunkMap& map = reader_->map();
+    for (size_t i = map.Find(offset); i < map.count(); ++i) {
+      if (map.IsZero(i) != data) return std::max(offset, map.Start(i));
+    }
+    if (data) return OutOfRangeError("no data after the offset");
+    return size_;
+  }
 
  private:
   std::shared_ptr<access::StreamReader> reader_;  // an image
@@ -103,11 +117,17 @@ class SnapshotFs::BlobFile final : public SnapshotFs::File {
     std::memcpy(out.data(), data_.data() + offset, n);
     return n;
   }
+  uint64_t size() const override { return data_.size(); }
 
  private:
   Bytes data_;
   std::unique_ptr<SnapshotPin> pin_;
 };
+
+Result<uint64_t> SnapshotFs::File::Seek(uint64_t offset, bool data) const {
+  if (offset >= size()) return OutOfRangeError("seek past the end");
+  return data ? offset : size();
+}
 
 SnapshotFs::SnapshotFs(const datastore::Datastore& store, SnapshotFsOptions options)
     : store_(store), options_(std::move(options)), started_ns_(store.env().NowUnixNanos()),
@@ -290,10 +310,26 @@ Status SnapshotFs::ListSnapshotLocked(uint64_t ino) {
     }
     return manifest.status();
   }
+  // An image's holes (its zero chunks) from its index, so stat's st_blocks
+  // tells `cp` and `du` the truth. Unknown when the index cannot be read or
+  // the key to recognise zero chunks is missing: then all of it is data.
+  const auto crypt = store_.CryptFor(*manifest);
+  auto allocated = [&](const index::ArchiveEntry& a) -> std::optional<uint64_t> {
+    if (a.kind != index::ArchiveKind::kImage || !crypt.ok()) return std::nullopt;
+    auto idx = store_.ReadImageIndex(snap, a);
+    if (!idx.ok()) return std::nullopt;
+    const auto map = access::MapImage(std::move(*idx), *crypt);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < map->count(); ++i) {
+      if (!map->IsZero(i)) bytes += map->Length(i);
+    }
+    return bytes;
+  };
   for (const auto& a : manifest->archives) {
     VNode child;
     child.snap = snap;
     child.archive = a;
+    child.allocated = allocated(a);
     child.mtime_ns = snap.time * 1'000'000'000;
     child.kind = a.kind == index::ArchiveKind::kImage  ? VKind::kImage
                  : a.kind == index::ArchiveKind::kBlob ? VKind::kBlob
@@ -321,6 +357,7 @@ Attr SnapshotFs::VirtualAttrLocked(uint64_t ino) {
     case VKind::kBlob:
       a.mode = S_IFREG | 0444;
       a.size = n->archive.size;
+      a.allocated = n->allocated;
       break;
     default:
       a.mode = kDirMode;

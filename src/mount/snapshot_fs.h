@@ -42,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -61,6 +62,9 @@ struct Attr {
   uint32_t uid = 0;
   uint32_t gid = 0;
   uint64_t size = 0;
+  // Bytes that hold data (st_blocks): an image's non-zero chunks, so `cp`
+  // and `du` see its holes. Unset: all of `size`.
+  std::optional<uint64_t> allocated;
   uint64_t rdev = 0;
   int64_t mtime_ns = 0;
   // False for what may change (listings of namespaces and groups, `latest`):
@@ -117,6 +121,13 @@ class SnapshotFs {
     virtual ~File() = default;
     // Up to out.size() bytes at `offset`; fewer at the end of the file.
     virtual Result<size_t> Read(uint64_t offset, MutableByteSpan out) = 0;
+    virtual uint64_t size() const = 0;
+    // lseek's SEEK_DATA (`data`) and SEEK_HOLE: the first offset at or after
+    // `offset` where data (a hole) begins. An image's zero chunks are its
+    // holes; other files are all data, with the hole at their end.
+    // OutOfRange (ENXIO) when `offset` is at or past the end, or when no
+    // data follows it.
+    virtual Result<uint64_t> Seek(uint64_t offset, bool data) const;
   };
   Result<std::unique_ptr<File>> OpenFile(uint64_t ino);
 

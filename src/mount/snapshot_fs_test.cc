@@ -145,6 +145,34 @@ TEST_F(SnapshotFsTest, AnImageAndABlobAreFiles) {
   EXPECT_EQ(ReadAll(*fs, blob->ino), Bytes(AsBytes("cores: 2\n").begin(), AsBytes("cores: 2\n").end()));
 }
 
+// The image's chunk 1 is zeros: a hole for stat (st_blocks) and for lseek's
+// SEEK_DATA/SEEK_HOLE, so `cp` and `du` see it; a blob is all data.
+TEST_F(SnapshotFsTest, AnImagesZeroChunksAreItsHoles) {
+  auto fs = Open();
+  auto img = Walk(*fs, "vm/100/" + time_ + "/disk0.img");
+  CAIRN_ASSERT_OK(img);
+  ASSERT_TRUE(img->allocated.has_value());
+  EXPECT_EQ(*img->allocated, image_.size() - kChunk);
+  auto f = fs->OpenFile(img->ino);
+  CAIRN_ASSERT_OK(f);
+  const SnapshotFs::File& file = **f;
+  EXPECT_EQ(*file.Seek(0, /*data=*/true), 0u);
+  EXPECT_EQ(*file.Seek(0, /*data=*/false), kChunk);
+  EXPECT_EQ(*file.Seek(kChunk + 5, /*data=*/false), kChunk + 5);  // inside the hole
+  EXPECT_EQ(*file.Seek(kChunk + 5, /*data=*/true), 2 * kChunk);
+  EXPECT_EQ(*file.Seek(3 * kChunk, /*data=*/false), image_.size());  // the hole at the end
+  EXPECT_EQ(CodeOf(file.Seek(image_.size(), true)), StatusCode::kOutOfRange);
+  EXPECT_EQ(CodeOf(file.Seek(image_.size(), false)), StatusCode::kOutOfRange);
+
+  auto blob = Walk(*fs, "vm/100/" + time_ + "/vm.conf.blob");
+  CAIRN_ASSERT_OK(blob);
+  EXPECT_FALSE(blob->allocated.has_value());
+  auto b = fs->OpenFile(blob->ino);
+  CAIRN_ASSERT_OK(b);
+  EXPECT_EQ(*(*b)->Seek(2, true), 2u);
+  EXPECT_EQ(*(*b)->Seek(2, false), (*b)->size());
+}
+
 TEST_F(SnapshotFsTest, ATreeHasItsEntriesMetadataHardlinksSymlinksAndXattrs) {
   auto fs = Open();
   const std::string root = "host/web/" + time_ + "/root.tree";

@@ -16,6 +16,7 @@
 // the machine refuses FUSE mounts (no CAP_SYS_ADMIN).
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -227,6 +228,15 @@ TEST_F(MountTest, AnImageIsAFileReadByteForByteAndAtRandom) {
   ASSERT_EQ(::stat(img.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0444u);
   EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_blksize, 1 << 20);  // cat and cp read it 1 MiB at a time
+  // Read past the page cache (direct I/O), yet a private mapping works.
+  int fd = ::open(img.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  void* map = ::mmap(nullptr, source.size(), PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
+  EXPECT_EQ(std::memcmp(map, source.data(), source.size()), 0);
+  ::munmap(map, source.size());
   // Read-only: no writing, not even by root.
   EXPECT_LT(::open(img.c_str(), O_WRONLY), 0);
   EXPECT_EQ(errno, EROFS);

@@ -82,7 +82,7 @@ struct stat StatOf(const Attr& a) {
   st.st_gid = a.gid;
   st.st_size = static_cast<off_t>(a.size);
   st.st_rdev = a.rdev;
-  st.st_blksize = 4096;
+  st.st_blksize = a.blksize;
   st.st_blocks = static_cast<blkcnt_t>((a.allocated.value_or(a.size) + 511) / 512);
   int64_t sec = a.mtime_ns / 1'000'000'000, nsec = a.mtime_ns % 1'000'000'000;
   if (nsec < 0) {
@@ -217,6 +217,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   SnapshotFs::File* file = f->release();
   fi->fh = reinterpret_cast<uint64_t>(file);
   fi->keep_cache = 1;  // the content never changes: keep the page cache across opens
+  fi->direct_io = file->direct_io() ? 1 : 0;
   SessionOf(req).files.Add(file);
   if (fuse_reply_open(req, fi) != 0 && SessionOf(req).files.Remove(file)) delete file;
 }

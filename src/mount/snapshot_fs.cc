@@ -90,6 +90,7 @@ class SnapshotFs::ArchiveFile final : public SnapshotFs::File {
     return n;
   }
   uint64_t size() const override { return size_; }
+  bool direct_io() const override { return reader_ != nullptr; }
   Result<uint64_t> Seek(uint64_t offset, bool data) const override {
     if (!reader_) return File::Seek(offset, data);  // a tree's file: all data
     if (offset >= size_) return OutOfRangeError("seek past the end");
@@ -358,6 +359,7 @@ Attr SnapshotFs::VirtualAttrLocked(uint64_t ino) {
       a.mode = S_IFREG | 0444;
       a.size = n->archive.size;
       a.allocated = n->allocated;
+      if (n->kind == VKind::kImage) a.blksize = 1u << 20;
       break;
     default:
       a.mode = kDirMode;

@@ -65,6 +65,8 @@ struct Attr {
   // Bytes that hold data (st_blocks): an image's non-zero chunks, so `cp`
   // and `du` see its holes. Unset: all of `size`.
   std::optional<uint64_t> allocated;
+  // st_blksize, the read size `cat` and `cp` use: an image's is 1 MiB.
+  uint32_t blksize = 4096;
   uint64_t rdev = 0;
   int64_t mtime_ns = 0;
   // False for what may change (listings of namespaces and groups, `latest`):
@@ -128,6 +130,12 @@ class SnapshotFs {
     // OutOfRange (ENXIO) when `offset` is at or past the end, or when no
     // data follows it.
     virtual Result<uint64_t> Seek(uint64_t offset, bool data) const;
+    // True for an image: read past the kernel's page cache (FUSE direct
+    // I/O), each read straight from the chunk cache into the reader's
+    // buffer. Through the page cache a sequential read cost twice the
+    // kernel CPU (page allocation and a second copy) of a restore's whole
+    // decode; the chunk cache already keeps what is read again.
+    virtual bool direct_io() const { return false; }
   };
   Result<std::unique_ptr<File>> OpenFile(uint64_t ino);
 

@@ -146,7 +146,8 @@ TEST_F(SnapshotFsTest, AnImageAndABlobAreFiles) {
 }
 
 // The image's chunk 1 is zeros: a hole for stat (st_blocks) and for lseek's
-// SEEK_DATA/SEEK_HOLE, so `cp` and `du` see it; a blob is all data.
+// SEEK_DATA/SEEK_HOLE, so `cp` and `du` see it; a blob is all data. An
+// image is read in 1 MiB requests past the page cache; a blob is not.
 TEST_F(SnapshotFsTest, AnImagesZeroChunksAreItsHoles) {
   auto fs = Open();
   auto img = Walk(*fs, "vm/100/" + time_ + "/disk0.img");
@@ -156,6 +157,8 @@ TEST_F(SnapshotFsTest, AnImagesZeroChunksAreItsHoles) {
   auto f = fs->OpenFile(img->ino);
   CAIRN_ASSERT_OK(f);
   const SnapshotFs::File& file = **f;
+  EXPECT_TRUE(file.direct_io());  // an image bypasses the page cache
+  EXPECT_EQ(img->blksize, 1u << 20);
   EXPECT_EQ(*file.Seek(0, /*data=*/true), 0u);
   EXPECT_EQ(*file.Seek(0, /*data=*/false), kChunk);
   EXPECT_EQ(*file.Seek(kChunk + 5, /*data=*/false), kChunk + 5);  // inside the hole
@@ -167,8 +170,10 @@ TEST_F(SnapshotFsTest, AnImagesZeroChunksAreItsHoles) {
   auto blob = Walk(*fs, "vm/100/" + time_ + "/vm.conf.blob");
   CAIRN_ASSERT_OK(blob);
   EXPECT_FALSE(blob->allocated.has_value());
+  EXPECT_EQ(blob->blksize, 4096u);
   auto b = fs->OpenFile(blob->ino);
   CAIRN_ASSERT_OK(b);
+  EXPECT_FALSE((*b)->direct_io());
   EXPECT_EQ(*(*b)->Seek(2, true), 2u);
   EXPECT_EQ(*(*b)->Seek(2, false), (*b)->size());
 }

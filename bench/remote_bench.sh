@@ -20,7 +20,7 @@
 #                   of zeros, random, text and duplicates); --image PATH uses
 #                   that file instead (read only)
 #   --ops LIST      operations, comma-separated (default
-#                   restore,rehearse,verify,backup,backup2)
+#                   restore,rehearse,rehearse2,verify,backup,backup2)
 #   --latencies L   injected per-read latencies of the sweep, ms,
 #                   comma-separated (default 5,20; empty: no sweep)
 #   --dir DIR       work directory (default /var/tmp/cairn-remote-bench; needs
@@ -48,6 +48,9 @@
 #               disk0.img NEW --json (NEW deleted after each; compared with
 #               the image by cmp, untimed, in the first run)
 #   rehearse    the same with --rehearse (fetch, decode, check, write nothing)
+#   rehearse2   two clients at once, each a rehearsal of the snapshot (one
+#               server serving both; throughput = both images' bytes over
+#               the wall time of the pair, CPU = both clients)
 #   verify      cairn verify -r STORE|https://…/main vm/1/latest --json: every
 #               chunk of the snapshot read and checked (on the client for the
 #               remote side; the ledger records, nothing is skipped)
@@ -84,7 +87,7 @@ runs=5
 size=1G
 image=
 latencies=5,20
-ops=restore,rehearse,verify,backup,backup2
+ops=restore,rehearse,rehearse2,verify,backup,backup2
 dir=${CAIRN_BENCH_DIR:-/var/tmp/cairn-remote-bench}
 update_docs=0
 no_doc=0
@@ -112,8 +115,8 @@ done
 IFS=, read -ra lats <<<"$latencies"
 IFS=, read -ra op_list <<<"$ops"
 for op in "${op_list[@]}"; do
-  [[ $op =~ ^(restore|rehearse|verify|backup|backup2)$ ]] ||
-    { echo "remote_bench: --ops: no operation '$op' (restore, rehearse, verify, backup, backup2)" >&2; exit 2; }
+  [[ $op =~ ^(restore|rehearse|rehearse2|verify|backup|backup2)$ ]] ||
+    { echo "remote_bench: --ops: no operation '$op' (restore, rehearse, rehearse2, verify, backup, backup2)" >&2; exit 2; }
 done
 [[ ",$ops," != *,backup2,* || ",$ops," == *,backup,* ]] ||
   { echo "remote_bench: --ops: backup2 needs backup (its dedup base)" >&2; exit 2; }
@@ -235,6 +238,13 @@ run_op() {
       rm -f "$out" ;;
     rehearse)
       timed "$r" "$side" rehearse "$lat" "$jobs" "$cairn" restore -r "$repo" vm/1/latest disk0.img --rehearse --json "${extra[@]}" ;;
+    rehearse2)
+      # Two clients at once; each one's output in its own log.
+      local pair=$dir/logs/r$r-$side-rehearse2
+      timed "$r" "$side" rehearse2 "$lat" "$jobs" sh -c '
+        "$1" restore -r "$2" vm/1/latest disk0.img --rehearse --json >"$3.a" 2>&1 & a=$!
+        "$1" restore -r "$2" vm/1/latest disk0.img --rehearse --json >"$3.b" 2>&1; b=$?
+        wait $a && [ $b -eq 0 ]' sh "$cairn" "$repo" "$pair" ;;
     verify)
       timed "$r" "$side" verify "$lat" "$jobs" "$cairn" verify -r "$repo" vm/1/latest --json "${extra[@]}" ;;
     backup|backup2)
@@ -304,9 +314,9 @@ def inflight(d):
     mx = max(int(v["jobs_max"]) for v in vals)
     mean = med([float(v["jobs_mean"]) for v in vals])
     return f"{mode} {f:g} / {mx} / {mean:.1f}"
-def cell(s):
+def cell(s, n=1):
     m = med(s.values())
-    return f"{m:.2f} ({nbytes / MIB / m:.0f}) ± {spread(s):.2f}"
+    return f"{m:.2f} ({n * nbytes / MIB / m:.0f}) ± {spread(s):.2f}"
 
 def conns(d):
     vals = [v for v in d.values() if v.get("conn_final", "-") != "-"]
@@ -317,18 +327,20 @@ def conns(d):
     mean = med([float(v["conn_mean"]) for v in vals])
     return f"{f:g} / {mx} / {mean:.1f} (cap {vals[0]['conn_cap']})"
 GIB = nbytes / (1 << 30)
-TARGETS = {"restore": 0.85, "rehearse": 0.6, "verify": 0.6, "backup": 0.8, "backup2": 0.8}
+TARGETS = {"restore": 0.85, "rehearse": 0.6, "rehearse2": 0.6, "verify": 0.6, "backup": 0.8, "backup2": 0.8}
+CLIENTS = {"rehearse2": 2}  # clients at once: MiB/s and CPU per GiB count every client's bytes
 print("| operation | local s (MiB/s) | remote s (MiB/s) | **remote ÷ local throughput** (medians) | "
       "per-run min – median – max | client CPU s local → remote | server CPU s (remote) | "
       "CPU s per GiB: local; remote client + server | "
       "peak RSS MiB local / remote | reads in flight local; remote (final / max / mean) | "
       "connections (final / max / mean) | issue 23 target |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
-for op in ("restore", "rehearse", "verify", "backup", "backup2"):
+for op in ("restore", "rehearse", "rehearse2", "verify", "backup", "backup2"):
     l, rm = by.get(("local", op, "0", "auto")), by.get(("remote", op, "0", "auto"))
     if not l or not rm:
         continue
     ls, rs = secs(l), secs(rm)
+    n = CLIENTS.get(op, 1)
     q = med(ls.values()) / med(rs.values())
     per = sorted(ls[k] / rs[k] for k in ls if k in rs)
     t = TARGETS[op]
@@ -336,9 +348,10 @@ for op in ("restore", "rehearse", "verify", "backup", "backup2"):
     if op == "restore":
         c = cpu(rm) / cpu(l) if cpu(l) > 0 else 0
         ok += f"; client CPU ≤ 1.5×: {c:.2f}× " + ("yes" if c <= 1.5 else "**no**")
-    print(f"| {op} | {cell(ls)} | {cell(rs)} | **{q:.2f}** | {per[0]:.2f} – {med(per):.2f} – {per[-1]:.2f} | "
+    name = op if n == 1 else f"{op} ({n} clients at once)"
+    print(f"| {name} | {cell(ls, n)} | {cell(rs, n)} | **{q:.2f}** | {per[0]:.2f} – {med(per):.2f} – {per[-1]:.2f} | "
           f"{cpu(l):.2f} → {cpu(rm):.2f} | {srv(rm):.2f} | "
-          f"{cpu(l) / GIB:.2f}; {cpu(rm) / GIB:.2f} + {srv(rm) / GIB:.2f} = {(cpu(rm) + srv(rm)) / GIB:.2f} | "
+          f"{cpu(l) / GIB / n:.2f}; {cpu(rm) / GIB / n:.2f} + {srv(rm) / GIB / n:.2f} = {(cpu(rm) + srv(rm)) / GIB / n:.2f} | "
           f"{rss(l):.0f} / {rss(rm):.0f} | {inflight(l)}; {inflight(rm)} | {conns(rm)} | {ok} |")
 lats = sorted({k[2] for k in by if k[0] == "remote" and k[2] != "0"}, key=float)
 if lats:

@@ -3,7 +3,7 @@
 // started again on the same port; the client retries its reads for its
 // reconnect window, re-grants the indexes it read (the new server has
 // forgotten the reader's grants: server/read_grants.h) and the restore
-// completes byte for byte. When the server does not come back within the
+// completes byte for byte (a verify likewise completes, clean). When the server does not come back within the
 // window (CAIRN_RECONNECT_TIMEOUT), the restore fails with exit 1 and an
 // error naming the server, and leaves no file behind. The download is
 // capped (--limit-download) so that the restore is still running when the
@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "cli_server_fixture.h"
@@ -83,6 +84,36 @@ TEST_F(ServerRestartTest, RestoreCompletesAcrossAServerRestart) {
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(CompareFiles(image_, out), "");
   EXPECT_FALSE(Exists(out + ".partial"));
+}
+
+// The same for a verify: killed once it has fetched its first index into
+// the client's cache (its chunk reads follow), back 2.5 s later.
+TEST_F(ServerRestartTest, VerifyCompletesAcrossAServerRestart) {
+  const int port = server_->port();
+  std::atomic<bool> done = false;
+  bool killed = false;
+  std::thread chaos([&] {
+    for (int i = 0; i < 6000 && !done && !killed; ++i) {
+      std::error_code ec;
+      for (auto it = std::filesystem::recursive_directory_iterator(tmp_.Join("cache"), ec);
+           !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+        if (it->path().filename() == "disk0.img.fidx") killed = true;
+      }
+      if (!killed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!killed) return;
+    KillServer();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    RestartServer(port);
+  });
+  RunOptions options;
+  options.env = ClientEnv(reader_);
+  RunResult r = RunCairn({"verify", "-r", url_, "--limit-download", "4M", "--json"}, options);
+  done = true;
+  chaos.join();
+  ASSERT_TRUE(killed) << "the verify fetched no index";
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["ok"], true) << r.out;
 }
 
 TEST_F(ServerRestartTest, RestoreFailsClearlyWhenTheServerDoesNotComeBack) {

@@ -3,9 +3,10 @@
 // started again on the same port; the client retries its reads for its
 // reconnect window, re-grants the indexes it read (the new server has
 // forgotten the reader's grants: server/read_grants.h) and the restore
-// completes byte for byte (a verify likewise completes, clean). When the server does not come back within the
-// window (CAIRN_RECONNECT_TIMEOUT), the restore fails with exit 1 and an
-// error naming the server, and leaves no file behind. The download is
+// completes byte for byte (a verify likewise completes, clean). When the
+// server does not come back within the window (CAIRN_RECONNECT_TIMEOUT),
+// the restore fails with exit 1 and an error naming the server, and leaves
+// no file behind. The download is
 // capped (--limit-download) so that the restore is still running when the
 // server dies; the kill waits for the restore's .partial file, not a time.
 #include <signal.h>

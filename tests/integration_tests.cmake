@@ -30,6 +30,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_kill.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_kill_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_kill_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_restart_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_bad_input_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_gc_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_json_test.cc

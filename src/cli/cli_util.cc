@@ -104,6 +104,7 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepoAt(Context& ctx) {
     CAIRN_ASSIGN_OR_RETURN(ServerTarget target, ServerTargetFor(ctx));
     const remote::RemoteUrl& url = target.url;
     auto client = std::make_shared<remote::RemoteClient>(url, target.credentials, ctx.limits);
+    client->SetReconnectWindow(ctx.reconnect_window);
     std::string mirror = remote::MirrorDir(remote::CacheRoot(), url);
     ctx.env = std::make_unique<remote::MirrorEnv>(std::move(ctx.env), client, mirror);
     return remote::OpenMirror(*ctx.env, client, mirror);
@@ -190,6 +191,20 @@ Result<int64_t> ParseDuration(const std::string& text) {
         fmt::format("duration '{}' is not like 90s, 30m, 1h or 2d", text));
   }
   return static_cast<int64_t>(value * seconds * 1e9);
+}
+
+Status UseReconnectWindow(Context& ctx) {
+  ctx.reconnect_window = kDefaultReconnectWindow;
+  const char* text = std::getenv("CAIRN_RECONNECT_TIMEOUT");
+  if (text == nullptr || *text == '\0') return Status::Ok();
+  if (std::string_view(text) == "0") {
+    ctx.reconnect_window = std::chrono::milliseconds(0);
+    return Status::Ok();
+  }
+  auto nanos = ParseDuration(text);
+  if (!nanos.ok()) return nanos.status().WithContext("CAIRN_RECONNECT_TIMEOUT");
+  ctx.reconnect_window = std::chrono::milliseconds(*nanos / 1000000);
+  return Status::Ok();
 }
 
 Result<int> ParseJobs(const std::string& text) {

@@ -2,6 +2,7 @@
 // opening, exit codes, human-readable sizes and speeds.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,6 +61,8 @@ struct Context {
   std::string limit_upload;    // --limit-upload RATE (or CAIRN_LIMIT_UPLOAD, config)
   std::string limit_download;  // --limit-download RATE
   remote::TransferLimits limits;  // built from the two above: shared by the whole run
+  // How long a server's client retries across a restart (UseReconnectWindow).
+  std::chrono::milliseconds reconnect_window{0};
   // Set when opening the repository failed because it does not exist
   // (exit 10 instead of 1).
   bool repo_missing = false;
@@ -129,6 +132,15 @@ void AddJsonOption(CLI::App* cmd, Context& ctx);
 
 // "90s", "30m", "1h", "2d" (or plain seconds) → nanoseconds.
 Result<int64_t> ParseDuration(const std::string& text);
+
+// For the commands that read through a server (restore, verify): they
+// retry for ctx.reconnect_window when the server goes away, and re-grant
+// what they read when it comes back (docs/SERVER.md, "A server restart
+// during a restore"). The window is $CAIRN_RECONNECT_TIMEOUT (a duration
+// as ParseDuration takes, or 0 for 3 quick retries only), default 60 s.
+// Call before OpenRepo.
+Status UseReconnectWindow(Context& ctx);
+inline constexpr std::chrono::seconds kDefaultReconnectWindow{60};
 
 // Parses --jobs: "auto" → 0, or a number 1…1024.
 Result<int> ParseJobs(const std::string& text);

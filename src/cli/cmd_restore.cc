@@ -306,6 +306,7 @@ Status RunInstant(Context& ctx, const RestoreArgs& args, restore::RestoreRequest
 void Run(Context& ctx, const RestoreArgs& args) {
   restore::RestoreRequest request;
   if (Status s = Check(args, &request); !s.ok()) return Fail(ctx, s);
+  if (Status s = UseReconnectWindow(ctx); !s.ok()) return Fail(ctx, s);
   if (args.instant) {
     if (Status s = RunInstant(ctx, args, request); !s.ok()) Fail(ctx, s);
     return;

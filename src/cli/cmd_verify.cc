@@ -126,6 +126,7 @@ nlohmann::json RecordedJson(const Recorded& r) {
 void Run(Context& ctx, const VerifyArgs& args) {
   if (args.on_server) return RunOnServer(ctx, args);
   if (args.detach) return Fail(ctx, InvalidArgumentError("--detach goes with --on-server"));
+  if (Status s = UseReconnectWindow(ctx); !s.ok()) return Fail(ctx, s);
   const std::string& what = args.what;
   auto store = OpenRepoWithKey(ctx);
   if (!store.ok()) return Fail(ctx, store.status());

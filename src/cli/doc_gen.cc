@@ -167,6 +167,9 @@ the key's passphrase, a file holding it, or a shell command printing it (after \
 .B CAIRN_LIMIT_UPLOAD\fR, \fBCAIRN_LIMIT_DOWNLOAD
 bandwidth limits, as \-\-limit\-upload and \-\-limit\-download
 .TP
+.B CAIRN_RECONNECT_TIMEOUT
+how long restore and verify through a server retry while it restarts (a duration such as 90s or 5m; 0 for three quick retries only; default 60s)
+.TP
 .B CAIRN_TRUSTED_SERVERS
 the trusted\-servers file (default ~/.config/cairn/servers: lines HOST:PORT FINGERPRINT)
 .TP

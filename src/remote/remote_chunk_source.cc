@@ -12,7 +12,6 @@ namespace cairn::remote {
 namespace {
 
 constexpr size_t kMaxBatch = 64;
-constexpr int kMaxAttempts = 4;
 // An error answer's body kept for the message.
 constexpr size_t kMaxErrorBody = 64 << 10;
 
@@ -142,32 +141,59 @@ void RemoteChunkSource::Worker() {
     if (!queue_.empty()) cv_.notify_one();  // more for another connection
     lock.unlock();
     SleepForLatency();
+    const uint64_t generation = client_->session_generation();
     Status s = FetchBatch(&connection, &batch);
     lock.lock();
     active_.Change(-1);
     in_batches_ -= batch.size();  // the answered ones left as they came
     if (batch.empty()) continue;
-    // Not answered: back to the front of the queue, or failed for good.
-    std::vector<Pending> failed;
+    // Not answered: back to the front of the queue (after a re-grant for
+    // the refused), or failed for good.
+    std::vector<Pending> failed, refused;
+    const auto now = std::chrono::steady_clock::now();
+    int attempts = 0;
     for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
-      if (++it->attempts >= kMaxAttempts || s.code() != StatusCode::kUnavailable) {
+      if (it->refused) {
+        refused.push_back(std::move(*it));
+        continue;
+      }
+      if (it->attempts++ == 0) it->failed_at = now;
+      attempts = std::max(attempts, it->attempts);
+      if (s.code() != StatusCode::kUnavailable || !client_->KeepTrying(it->attempts, it->failed_at)) {
         failed.push_back(std::move(*it));
       } else {
         ++stats_.retries;
         queue_.push_front(std::move(*it));
       }
     }
+    if (!refused.empty()) {
+      lock.unlock();
+      Status regrant = client_->RestoreSession(generation);
+      lock.lock();
+      for (Pending& p : refused) {
+        p.refused = false;
+        p.regranted = true;
+        if (regrant.ok()) {
+          queue_.push_front(std::move(p));
+        } else {
+          p.regrant_error = regrant;
+          failed.push_back(std::move(p));
+        }
+      }
+    }
     if (!queue_.empty()) cv_.notify_all();
     if (!failed.empty()) {
       lock.unlock();
       for (Pending& p : failed) {
-        p.done(s.WithContext(fmt::format("chunk {}", crypto::DigestHex(p.id))), p.out);
+        Status why = !p.regrant_error.ok()                     ? p.regrant_error
+                     : s.code() == StatusCode::kUnavailable ? client_->GaveUp(s, p.attempts, p.failed_at)
+                                                            : s;
+        p.done(why.WithContext(fmt::format("chunk {}", crypto::DigestHex(p.id))), p.out);
       }
       lock.lock();
     } else if (s.code() == StatusCode::kUnavailable) {
-      int backoff = std::min(2, batch.front().attempts - 1);
       lock.unlock();
-      std::this_thread::sleep_for(std::chrono::milliseconds(100 << (2 * backoff)));
+      std::this_thread::sleep_for(RemoteClient::RetryBackoff(attempts));
       lock.lock();
     }
   }
@@ -214,6 +240,12 @@ Status RemoteChunkSource::FetchBatch(std::unique_ptr<net::HttpConnection>* conne
       asked,
       [&](size_t index, uint8_t status, ReadBuffer& payload) {
         Pending& p = (*batch)[index];
+        if (status == protocol::kFrameNotFound && !p.regranted) {
+          // Perhaps a server that restarted and forgot our grants: the
+          // worker re-grants and asks again (the read stays in the batch).
+          p.refused = true;
+          return;
+        }
         delivered[index] = true;
         {
           std::lock_guard lock(mu_);

@@ -14,8 +14,12 @@
 // at work (last, most, time-weighted mean).
 //
 // A batch that fails in transport is retried for the chunks not yet
-// received (up to 3 times, with backoff); what the server sends is never
-// retried: a corrupt chunk is the pipeline's to find.
+// received (3 times with backoff, and on for as long as the client's
+// reconnect window lasts: RemoteClient::SetReconnectWindow); what the server
+// sends is never retried: a corrupt chunk is the pipeline's to find. A
+// chunk the server says it has not ("no chunk": a server that restarted has
+// forgotten the reader's grants) is asked again once, after the client
+// re-established its read session (RemoteClient::RestoreSession).
 //
 // Thread safety: as store::ChunkSource. The destructor waits for the
 // workers; pending reads then fail with Cancelled.
@@ -70,7 +74,11 @@ class RemoteChunkSource : public store::ChunkSource {
     ReadBuffer* out = nullptr;
     std::unique_ptr<ReadBuffer> own;
     std::function<void(Status, ReadBuffer*)> done;
-    int attempts = 0;
+    int attempts = 0;                                 // failed in transport
+    std::chrono::steady_clock::time_point failed_at;  // the first of those
+    bool refused = false;    // the server said "no chunk": re-grant and ask again
+    bool regranted = false;  // asked again after a re-grant: "no chunk" stands
+    Status regrant_error;    // the re-grant failed: why the read fails
   };
   void Enqueue(Pending pending);
   void Worker();

@@ -1,5 +1,6 @@
 #include "remote/remote_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -19,7 +20,7 @@ constexpr int kAttempts = 4;  // one try and three retries
 constexpr size_t kMaxIdle = 64;
 
 std::chrono::milliseconds Backoff(int attempt) {
-  return std::chrono::milliseconds(100 << (2 * attempt));  // 100, 400, 1600 ms
+  return RemoteClient::RetryBackoff(attempt + 1);
 }
 
 bool Retryable(const Status& s) { return s.code() == StatusCode::kUnavailable; }
@@ -166,7 +167,9 @@ Status RemoteClient::ErrorFor(const net::HttpResponse& response, std::string_vie
 Result<net::HttpResponse> RemoteClient::CallRaw(std::string_view method, const std::string& path,
                                                 ByteSpan body) {
   Status last;
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+  const auto since = std::chrono::steady_clock::now();
+  int attempt = 0;
+  for (; attempt == 0 || KeepTrying(attempt, since); ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(Backoff(attempt - 1));
     auto c = Acquire();
     if (!c.ok()) {
@@ -186,7 +189,7 @@ Result<net::HttpResponse> RemoteClient::CallRaw(std::string_view method, const s
     if (!protocol::RetriedStatus(response->status)) return response;
     last = ErrorFor(*response, method, path);
   }
-  return last.WithContext(fmt::format("after {} attempts", kAttempts));
+  return GaveUp(last, attempt, since);
 }
 
 Result<Bytes> RemoteClient::Call(std::string_view method, const std::string& path,
@@ -200,7 +203,9 @@ Status RemoteClient::CallStreaming(std::string_view method, const std::string& p
                                    ByteSpan body,
                                    const std::function<Status(ByteSpan)>& on_data) {
   Status last;
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+  const auto since = std::chrono::steady_clock::now();
+  int attempt = 0;
+  for (; attempt == 0 || KeepTrying(attempt, since); ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(Backoff(attempt - 1));
     auto c = Acquire();
     if (!c.ok()) {
@@ -225,7 +230,41 @@ Status RemoteClient::CallStreaming(std::string_view method, const std::string& p
     last = ErrorFor(*response, method, path);
     if (!protocol::RetriedStatus(response->status)) return last;
   }
-  return last.WithContext(fmt::format("after {} attempts", kAttempts));
+  return GaveUp(last, attempt, since);
+}
+
+bool RemoteClient::KeepTrying(int attempts, std::chrono::steady_clock::time_point since) const {
+  return attempts < kAttempts || std::chrono::steady_clock::now() - since < window_;
+}
+
+std::chrono::milliseconds RemoteClient::RetryBackoff(int attempts) {
+  return std::chrono::milliseconds(100 << (2 * std::clamp(attempts - 1, 0, 2)));  // 100, 400, 1600 ms
+}
+
+Status RemoteClient::GaveUp(const Status& last, int attempts,
+                            std::chrono::steady_clock::time_point since) const {
+  if (window_.count() == 0) return last.WithContext(fmt::format("after {} attempts", attempts));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+  return last.WithContext(fmt::format(
+      "server {} did not come back: {} attempts over {:.0f} s (the reconnect window is {} s, "
+      "CAIRN_RECONNECT_TIMEOUT)",
+      url_.ToString(), attempts, seconds,
+      std::chrono::duration_cast<std::chrono::seconds>(window_).count()));
+}
+
+void RemoteClient::SetSessionRestorer(std::function<Status()> restore) {
+  std::lock_guard lock(session_mu_);
+  restore_session_ = std::move(restore);
+}
+
+Status RemoteClient::RestoreSession(uint64_t seen_generation) {
+  std::lock_guard lock(session_mu_);
+  if (!restore_session_ || generation_.load() != seen_generation) return Status::Ok();
+  Status s = restore_session_();
+  ++generation_;
+  return s.WithContext(fmt::format("re-establishing the read session on server {}",
+                                   url_.ToString()));
 }
 
 Status RemoteClient::Check() {

@@ -3,16 +3,26 @@
 // with retries.
 //
 // A call that fails in transport (net::HttpConnection's Unavailable) is
-// retried on a fresh connection with backoff (0.1 s, 0.4 s, 1.6 s); an HTTP
+// retried on a fresh connection with backoff (0.1 s, 0.4 s, 1.6 s, then
+// every 1.6 s for as long as the reconnect window lasts: SetReconnectWindow;
+// restore and verify set one, so that they ride out a server restart); an HTTP
 // error answer is never retried except 503 and 429 (the token has too many
 // requests in progress). HTTP errors map to Status codes (401
 // Unauthenticated, 403 PermissionDenied, 404 NotFound, 400 InvalidArgument,
 // 423 Aborted (locked by another operation), 429 and 5xx Unavailable) with
 // the server's message and the URL.
 //
+// A server keeps a reader's session in memory (the chunks its indexes grant:
+// server/read_grants.h); after a restart it has forgotten it. The opener of
+// a read session (remote_repo.h's MirrorEnv) registers how to re-establish
+// it (SetSessionRestorer); a reader that is refused a chunk it had been
+// granted calls RestoreSession once and asks again.
+//
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -108,6 +118,30 @@ class RemoteClient {
   void ChargeUpload(ByteSpan body) const;
   void ChargeDownload(size_t bytes) const;
 
+  // Transport failures are retried for at least `window` after a call's
+  // first try (and always 3 times): zero (the default) keeps the 3 retries
+  // only. Set before the first call.
+  void SetReconnectWindow(std::chrono::milliseconds window) { window_ = window; }
+  std::chrono::milliseconds reconnect_window() const { return window_; }
+  // Whether a request that failed in transport `attempts` times, the first
+  // at `since`, is tried again (the caller backs off by RetryBackoff first).
+  bool KeepTrying(int attempts, std::chrono::steady_clock::time_point since) const;
+  static std::chrono::milliseconds RetryBackoff(int attempts);
+  // The error of a request given up after `attempts` tries since `since`:
+  // `last`, saying what was tried.
+  Status GaveUp(const Status& last, int attempts,
+                std::chrono::steady_clock::time_point since) const;
+
+  // How to re-establish this client's read session on a server that
+  // restarted (re-grant the indexes read). Set once, before reads start.
+  void SetSessionRestorer(std::function<Status()> restore);
+  // Counts RestoreSession calls that ran the restorer.
+  uint64_t session_generation() const { return generation_.load(); }
+  // Runs the restorer unless another caller did since `seen_generation`
+  // (what session_generation() said before the refused request). OK when
+  // no restorer is set.
+  Status RestoreSession(uint64_t seen_generation);
+
  private:
 
   RemoteUrl url_;
@@ -115,6 +149,10 @@ class RemoteClient {
   TransferLimits limits_;
   std::mutex mu_;
   std::vector<std::unique_ptr<net::HttpConnection>> idle_;
+  std::chrono::milliseconds window_{0};
+  std::mutex session_mu_;                  // one RestoreSession at a time
+  std::function<Status()> restore_session_;  // GUARDED_BY(session_mu_)
+  std::atomic<uint64_t> generation_{0};
 };
 
 // Percent-encoded query string "?a=x&b=y" (protocol/routes.h).

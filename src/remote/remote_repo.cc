@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -113,10 +114,43 @@ std::string MirrorDir(const std::string& cache_root, const RemoteUrl& url) {
 }
 
 
+struct MirrorEnv::Granted {
+  std::mutex mu;
+  // Mirror path → the query of its POST …/grant (empty for a blob: nothing
+  // to grant).
+  std::map<std::string, std::string> files;  // GUARDED_BY(mu)
+};
+
+namespace {
+
+// Grants again every index this process read (after the server restarted
+// and forgot them). An index whose snapshot is gone since (pruned) is
+// skipped: its chunks are nobody's to read.
+Status Regrant(RemoteClient& client, const std::map<std::string, std::string>& files) {
+  for (const auto& [path, query] : files) {
+    if (query.empty()) continue;
+    auto r = client.Call("POST", client.StorePath("/grant" + query));
+    if (!r.ok() && r.status().code() != StatusCode::kNotFound) return r.status();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 MirrorEnv::MirrorEnv(std::unique_ptr<Env> base, std::shared_ptr<RemoteClient> client,
                      std::string mirror_dir)
     : EnvWrapper(base.get()), base_(std::move(base)), client_(std::move(client)),
-      mirror_dir_(std::move(mirror_dir)) {}
+      mirror_dir_(std::move(mirror_dir)), granted_(std::make_shared<Granted>()) {
+  // The client owns the restorer: a plain pointer back to it is safe.
+  client_->SetSessionRestorer([granted = granted_, client = client_.get()] {
+    std::map<std::string, std::string> files;
+    {
+      std::lock_guard lock(granted->mu);
+      files = granted->files;
+    }
+    return Regrant(*client, files);
+  });
+}
 
 Status MirrorEnv::MaybeFetch(const std::string& path) {
   if (path.size() <= mirror_dir_.size() + 1 || !path.starts_with(mirror_dir_) ||
@@ -133,8 +167,8 @@ Status MirrorEnv::MaybeFetch(const std::string& path) {
   }
   const bool index = !name.ends_with(".blob");
   {
-    std::lock_guard lock(mu_);
-    if (granted_.contains(path)) return Status::Ok();
+    std::lock_guard lock(granted_->mu);
+    if (granted_->files.contains(path)) return Status::Ok();
   }
   const std::string query =
       QueryString({{"ns", ns}, {"snapshot", snapshot}, {"name", std::string(name)}});
@@ -146,8 +180,8 @@ Status MirrorEnv::MaybeFetch(const std::string& path) {
     CAIRN_ASSIGN_OR_RETURN(Bytes data, client_->Call("GET", client_->StorePath("/file" + query)));
     CAIRN_RETURN_IF_ERROR(WriteFileReplacing(*base_, path, data));
   }
-  std::lock_guard lock(mu_);
-  granted_.insert(path);
+  std::lock_guard lock(granted_->mu);
+  granted_->files.emplace(path, index ? query : std::string());
   return Status::Ok();
 }
 

@@ -17,7 +17,6 @@
 
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "base/env.h"
@@ -35,7 +34,11 @@ std::string CacheRoot();
 // fetches it from the server first. A reader may download only the chunks
 // of indexes it read (docs/SERVER.md, "Reader tokens and chunks"): fetching
 // an index grants them; an index found in the cache is registered with
-// the server (POST …/grant) the first time this process opens it.
+// the server (POST …/grant) the first time this process opens it. The
+// server forgets grants when it restarts: MirrorEnv registers with the
+// client how to re-grant every index this process read
+// (RemoteClient::SetSessionRestorer), which the chunk source calls when it
+// is refused a chunk.
 class MirrorEnv : public EnvWrapper {
  public:
   MirrorEnv(std::unique_ptr<Env> base, std::shared_ptr<RemoteClient> client, std::string mirror_dir);
@@ -51,8 +54,8 @@ class MirrorEnv : public EnvWrapper {
   std::unique_ptr<Env> base_;
   std::shared_ptr<RemoteClient> client_;
   std::string mirror_dir_;
-  std::mutex mu_;
-  std::set<std::string> granted_;  // GUARDED_BY(mu_): index paths the server knows we read
+  struct Granted;  // the files the server knows we read (shared with the restorer)
+  std::shared_ptr<Granted> granted_;
 };
 
 

@@ -108,6 +108,30 @@ TEST_F(BottleneckTest, SlowSourceNamesSourceReads) {
   EXPECT_EQ(LastLine(r.out).rfind("bottleneck: source reads (", 0), 0u) << r.out;
 }
 
+TEST_F(BottleneckTest, SlowSourceNamesSourceReadsForSync) {
+  // Sync copies through the same pipeline: with a slow source, the copy
+  // waits for reads, not for the check on arrival or DST's inserts.
+  std::string dst = Path("dst");
+  ASSERT_EQ(Cairn({"init", dst}).exit_code, kExitOk);
+  RunResult r = Cairn({"sync", "--from", store(), "--to", dst, "--json", "--inject-latency", "100",
+                       "--jobs", "1"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  ExpectReport(j["bottleneck"]);
+  EXPECT_EQ(j["bottleneck"]["stage"], "source_reads") << j["bottleneck"].dump(2);
+  const nlohmann::json& stages = j["bottleneck"]["stages"];
+  EXPECT_GT(stages["read_wait"]["share"].get<double>(), stages["decode"]["share"].get<double>());
+  EXPECT_GT(stages["read_wait"]["share"].get<double>(),
+            stages["target_writes"]["share"].get<double>());
+  // The human summary ends with the line; a second sync into another store.
+  std::string dst2 = Path("dst2");
+  ASSERT_EQ(Cairn({"init", dst2}).exit_code, kExitOk);
+  r = Cairn({"sync", "--from", store(), "--to", dst2, "--no-progress", "--inject-latency", "100",
+             "--jobs", "1"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(LastLine(r.out).rfind("bottleneck: source reads (", 0), 0u) << r.out;
+}
+
 TEST_F(BottleneckTest, BackupReportsItsStages) {
   ExpectReport(backup_["bottleneck"]);
   // Four random chunks were hashed, compressed (raw: they do not shrink)

@@ -48,6 +48,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
 # Every other unit test (single-threaded code: formats, codecs, parsers).
 set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/sync/group_filter_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/schedule_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/bytes_test.cc
   ${PROJECT_SOURCE_DIR}/src/net/http_body_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/env_test.cc

@@ -18,6 +18,7 @@
 #include "maintenance/prune.h"
 #include "pipeline/concurrency_controller.h"
 #include "pipeline/fetch_pipeline.h"
+#include "pipeline/stage_meter.h"
 #include "restore/chunk_read.h"
 #include "sync/sync_plan.h"
 
@@ -89,22 +90,32 @@ class Syncer {
           "--resync-corrupt needs a destination this client writes itself (a path or s3://): "
           "a server stores chunks only within a backup session");
     }
+    if (options_.target_ns != options_.ns && dst_is_server_) {
+      return FailedPreconditionError(
+          "a namespace mapping (--target-ns) needs a destination this client writes itself (a "
+          "path or s3://): a server takes a snapshot only in the namespace its manifest names");
+    }
     CAIRN_ASSIGN_OR_RETURN(detail::Selection sel, detail::Select(src_, options_));
     CAIRN_ASSIGN_OR_RETURN(auto dst_all, dst_.ListAllSnapshots());
     for (const SnapshotRef& s : dst_all) dst_names_.insert(s.RelDir());
     for (const SnapshotRef& snap : sel.snapshots) {
-      if (dst_names_.count(snap.RelDir())) {
-        auto state = dst_.ReadVerifyState(snap);
+      if (Cancelled()) return CancelledError("sync cancelled");
+      const SnapshotRef to = detail::ToDst(snap, options_);
+      CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(to.group.ns)
+                                .WithContext(fmt::format("{} mapped to namespace '{}'",
+                                                         DisplayName(snap), to.group.ns)));
+      if (dst_names_.count(to.RelDir())) {
+        auto state = dst_.ReadVerifyState(to);
         if (options_.resync_corrupt && state &&
             state->outcome == datastore::VerifyOutcome::kFailed) {
-          CAIRN_RETURN_IF_ERROR(Resync(snap));
+          CAIRN_RETURN_IF_ERROR(Resync(snap, to));
           continue;
         }
         report_.snapshots.push_back({DisplayName(snap), "present"});
         ++report_.present;
         continue;
       }
-      CAIRN_RETURN_IF_ERROR(CopySnapshot(snap, dst_all));
+      CAIRN_RETURN_IF_ERROR(CopySnapshot(snap, to, dst_all));
     }
     if (options_.remove_vanished) CAIRN_RETURN_IF_ERROR(RemoveVanished(sel, dst_all));
     report_.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
@@ -112,6 +123,8 @@ class Syncer {
   }
 
  private:
+  bool Cancelled() const { return options_.cancel != nullptr && options_.cancel->load(); }
+
   // The group's state on DST, loaded on first use: its newest snapshot
   // there and that snapshot's chunks.
   GroupState& StateOf(const GroupRef& group, const std::vector<SnapshotRef>& dst_all) {
@@ -143,7 +156,9 @@ class Syncer {
     return st;
   }
 
-  Status CopySnapshot(const SnapshotRef& snap, const std::vector<SnapshotRef>& dst_all) {
+  // `snap` on SRC becomes `to` on DST (the same name unless a namespace is mapped).
+  Status CopySnapshot(const SnapshotRef& snap, const SnapshotRef& to,
+                      const std::vector<SnapshotRef>& dst_all) {
     const int64_t start = src_.env().NowMonotonicNanos();
     // Held as a restore holds it: a forget on SRC (and gc after it) waits
     // until the copy is done. A server's mirror has the file to lock, too.
@@ -159,7 +174,7 @@ class Syncer {
       }
       return files.status();
     }
-    GroupState& group = StateOf(snap.group, dst_all);
+    GroupState& group = StateOf(to.group, dst_all);
     // Candidates: not in the base, not copied by this run already.
     std::vector<ChunkRef> todo;
     SnapshotOutcome out{DisplayName(snap), options_.dry_run ? "would copy" : "copied"};
@@ -186,10 +201,10 @@ class Syncer {
       }
     } else {
       CAIRN_RETURN_IF_ERROR(
-          Commit(snap, *files, group, todo, &out)
+          Commit(snap, to, *files, group, todo, &out)
               .WithContext(fmt::format("sync of {} to {}", DisplayName(snap), dst_.DisplayName())));
       // This snapshot is the group's base from now on.
-      group.base = snap;
+      group.base = to;
       group.known.clear();
       for (const ChunkRef& c : files->chunks) group.known.insert(c.id);
       ++report_.copied;
@@ -202,12 +217,12 @@ class Syncer {
   // A snapshot DST has and whose last verify there failed: every chunk of
   // it that DST lacks (verify quarantined the bad ones) is copied again.
   // Nothing else changes: the next verify on DST judges the result.
-  Status Resync(const SnapshotRef& snap) {
+  Status Resync(const SnapshotRef& snap, const SnapshotRef& to) {
     const int64_t start = src_.env().NowMonotonicNanos();
     auto src_lock = src_.LockSnapshotShared(snap);
     if (!src_lock.ok()) return src_lock.status().WithContext("resync: " + DisplayName(snap));
     CAIRN_ASSIGN_OR_RETURN(SnapshotFiles files, detail::ReadSnapshotFiles(src_, snap, false));
-    CAIRN_ASSIGN_OR_RETURN(index::Manifest theirs, dst_.ReadManifest(snap));
+    CAIRN_ASSIGN_OR_RETURN(index::Manifest theirs, dst_.ReadManifest(to));
     if (theirs.signed_content != files.manifest.signed_content) {
       return FailedPreconditionError(
           fmt::format("{} differs between {} and {} (not the same snapshot): not resynced",
@@ -241,14 +256,15 @@ class Syncer {
     report_.snapshots.push_back(std::move(out));
   }
 
-  Status Commit(const SnapshotRef& snap, const SnapshotFiles& files, const GroupState& group,
-                const std::vector<ChunkRef>& todo, SnapshotOutcome* out) {
+  Status Commit(const SnapshotRef& snap, const SnapshotRef& to, const SnapshotFiles& files,
+                const GroupState& group, const std::vector<ChunkRef>& todo,
+                SnapshotOutcome* out) {
     std::unique_ptr<datastore::SnapshotTarget> target;
     std::unique_ptr<FileLock> base_lock;
     if (dst_.remote() != nullptr) {
-      CAIRN_ASSIGN_OR_RETURN(target, dst_.remote()->BeginSnapshot(snap));
+      CAIRN_ASSIGN_OR_RETURN(target, dst_.remote()->BeginSnapshot(to));
     } else {
-      CAIRN_ASSIGN_OR_RETURN(target, datastore::LocalSnapshotTarget::Begin(dst_, snap));
+      CAIRN_ASSIGN_OR_RETURN(target, datastore::LocalSnapshotTarget::Begin(dst_, to));
     }
     if (group.base) {
       // The base stays while its chunks count as present (a forget and gc
@@ -266,7 +282,7 @@ class Syncer {
     if (!dst_is_server_) CAIRN_RETURN_IF_ERROR(WriteExtras(snap, *target));
     CAIRN_RETURN_IF_ERROR(target->Commit(files.manifest_stored));
     if (!dst_is_server_) {
-      CopyOwner(snap.group);
+      CopyOwner(snap.group, to.group);
     } else if (options_.set_on_server) {
       SetOnServer(snap);
     }
@@ -307,9 +323,9 @@ class Syncer {
   }
 
   // A group new on DST gets SRC's owner (a server's backup token), if any.
-  void CopyOwner(const GroupRef& group) {
+  void CopyOwner(const GroupRef& group, const GroupRef& dst_group) {
     static constexpr char kOwner[] = "owner";  // server/backup_session.h: kOwnerFileName
-    const std::string to = JoinPath(dst_.GroupDir(group), kOwner);
+    const std::string to = JoinPath(dst_.GroupDir(dst_group), kOwner);
     if (dst_.env().Stat(to).ok()) return;
     auto owner = ReadWholeFile(src_.env(), JoinPath(src_.GroupDir(group), kOwner), 4096);
     if (!owner.ok()) return;
@@ -326,6 +342,10 @@ class Syncer {
     for (const ChunkRef& c : todo) total += c.length;
     if (options_.progress != nullptr) options_.progress->StartPhase("sync", total);
     store::ChunkSink& sink = dst_.sink();
+    // Where the time goes (the summary's bottleneck line): the pipeline
+    // times source reads and the workers' waits; here the check on arrival
+    // (decode) and DST's inserts (target writes).
+    pipeline::StageMeter* meter = pipeline::MeterOf(options_.progress);
     const bool network = source_.Traits().medium == store::MediumKind::kNetwork;
     pipeline::FetchPipelineOptions popts;
     popts.controller = &controller_;
@@ -336,6 +356,7 @@ class Syncer {
     Status s = pipeline::RunFetchPipeline(
         todo.size(),
         [&](size_t i, ReadBuffer* data) -> Status {
+          if (Cancelled()) return CancelledError("sync cancelled");
           // A chunk DST has is never fetched (a server is not asked: its
           // sink knows this session's uploads only).
           if (!dst_is_server_) {
@@ -358,7 +379,10 @@ class Syncer {
             return Status::Ok();
           }
           thread_local ReadBuffer scratch;
-          Status check = CheckArrived(data, c, encrypted, &scratch);
+          Status check = [&] {
+            pipeline::StageTimer timer(meter, pipeline::Stage::kDecode);
+            return CheckArrived(data, c, encrypted, &scratch);
+          }();
           if (check.code() == StatusCode::kDataLoss && network) {
             // Bytes can be damaged on the way: judged only if a second read fails too.
             ReadBuffer again;
@@ -373,7 +397,10 @@ class Syncer {
                                                  crypto::DigestHex(c.id),
                                                  source_.Traits().description));
           }
-          CAIRN_RETURN_IF_ERROR(sink.Insert(c.id, data).status());
+          {
+            pipeline::StageTimer timer(meter, pipeline::Stage::kTargetWrites);
+            CAIRN_RETURN_IF_ERROR(sink.Insert(c.id, data).status());
+          }
           copied.fetch_add(1, std::memory_order_relaxed);
           stored.fetch_add(data.size(), std::memory_order_relaxed);
           raw.fetch_add(c.length, std::memory_order_relaxed);
@@ -397,10 +424,14 @@ class Syncer {
   // source's marker and that SRC no longer has; protected ones stay.
   Status RemoveVanished(const detail::Selection& sel, const std::vector<SnapshotRef>& dst_all) {
     std::set<std::string> on_src;
-    for (const SnapshotRef& s : sel.src_all) on_src.insert(s.RelDir());
+    for (const SnapshotRef& s : sel.src_all) {
+      if (detail::InScope(s.group.ns, options_)) on_src.insert(detail::ToDst(s, options_).RelDir());
+    }
+    std::vector<GroupRef> groups;
+    for (const GroupRef& g : sel.groups) groups.push_back(detail::ToDst(g, options_));
     for (const SnapshotRef& s : dst_all) {
       if (on_src.count(s.RelDir())) continue;
-      if (std::find(sel.groups.begin(), sel.groups.end(), s.group) == sel.groups.end()) continue;
+      if (std::find(groups.begin(), groups.end(), s.group) == groups.end()) continue;
       auto marker =
           ReadWholeFile(dst_.env(), JoinPath(dst_.SnapshotDir(s), kSyncMarkerFileName), 64 << 10);
       if (!marker.ok()) continue;  // not made by sync
@@ -436,6 +467,60 @@ class Syncer {
 };
 
 }  // namespace
+
+nlohmann::json SyncReportJson(const SyncReport& r) {
+  nlohmann::json snaps = nlohmann::json::array();
+  for (const auto& s : r.snapshots) {
+    snaps.push_back({{"snapshot", s.name},
+                     {"action", s.action},
+                     {"chunks_copied", s.chunks_copied},
+                     {"chunks_skipped", s.chunks_skipped},
+                     {"stored_bytes", s.stored_bytes},
+                     {"raw_bytes", s.raw_bytes},
+                     {"seconds", s.seconds}});
+  }
+  return {{"snapshots", snaps},
+          {"copied", r.copied},
+          {"present", r.present},
+          {"removed", r.removed},
+          {"resynced", r.resynced},
+          {"chunks_copied", r.chunks_copied},
+          {"chunks_skipped", r.chunks_skipped},
+          {"stored_bytes", r.stored_bytes},
+          {"raw_bytes", r.raw_bytes},
+          {"seconds", r.seconds},
+          {"mib_per_second", r.seconds > 0 ? r.raw_bytes / 1048576.0 / r.seconds : 0.0},
+          {"peak_reads_in_flight", r.peak_reads_in_flight}};
+}
+
+std::vector<std::string> SyncReportLines(const SyncReport& r, bool dry_run) {
+  std::vector<std::string> lines;
+  for (const auto& s : r.snapshots) {
+    if (s.action == "present") continue;
+    if (s.action == "removed" || s.action == "would remove") {
+      lines.push_back(fmt::format("{:<12} {}", s.action, s.name));
+      continue;
+    }
+    lines.push_back(fmt::format("{:<12} {}  {} chunks ({}{}), {} present", s.action, s.name,
+                                s.chunks_copied, HumanBytes(dry_run ? s.raw_bytes : s.stored_bytes),
+                                dry_run ? " before compression" : "", s.chunks_skipped));
+  }
+  size_t copying = 0;
+  for (const auto& s : r.snapshots) copying += s.action == "copied" || s.action == "would copy";
+  std::string line = fmt::format(
+      "{} {} snapshot(s), {} already there, {} {}; {} chunks {} ({} stored, {} raw), "
+      "{} present; {:.1f} s",
+      dry_run ? "would copy" : "copied", copying, r.present, r.removed,
+      dry_run ? "to remove" : "removed", r.chunks_copied, dry_run ? "to copy" : "copied",
+      HumanBytes(r.stored_bytes), HumanBytes(r.raw_bytes), r.chunks_skipped, r.seconds);
+  if (r.resynced > 0)
+    line += fmt::format("; {} snapshot(s) {}", r.resynced, dry_run ? "to resync" : "resynced");
+  if (!dry_run && r.raw_bytes > 0 && r.seconds > 0) {
+    line += fmt::format(", {:.0f} MiB/s", r.raw_bytes / 1048576.0 / r.seconds);
+  }
+  lines.push_back(std::move(line));
+  return lines;
+}
 
 Result<SyncReport> RunSync(const Datastore& src, const Datastore& dst, const SyncOptions& options) {
   if (options.logger == nullptr) return InvalidArgumentError("sync: no logger");

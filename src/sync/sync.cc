@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,6 +21,7 @@
 #include "pipeline/concurrency_controller.h"
 #include "pipeline/fetch_pipeline.h"
 #include "pipeline/stage_meter.h"
+#include "pipeline/worker_group.h"
 #include "restore/chunk_read.h"
 #include "sync/sync_plan.h"
 
@@ -63,6 +66,39 @@ struct GroupState {
   IdSet known;
 };
 
+// Reads in flight over every group's pipeline, held to the one
+// controller's limit: each pipeline's I/O stage follows the same limit, so
+// without this, G groups at once would read G times as many. Cheap when
+// only one pipeline runs (a slot is always free).
+class ReadSlots {
+ public:
+  class Slot {
+   public:
+    Slot(ReadSlots& slots, const pipeline::ConcurrencyController& controller) : slots_(slots) {
+      std::unique_lock lock(slots_.mu_);
+      slots_.freed_.wait(lock, [&] { return slots_.in_flight_ < controller.limit(); });
+      ++slots_.in_flight_;
+    }
+    ~Slot() {
+      {
+        std::lock_guard lock(slots_.mu_);
+        --slots_.in_flight_;
+      }
+      slots_.freed_.notify_one();
+    }
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+
+   private:
+    ReadSlots& slots_;
+  };
+
+ private:
+  std::mutex mu_;
+  std::condition_variable freed_;
+  int in_flight_ = 0;  // GUARDED_BY(mu_)
+};
+
 class Syncer {
  public:
   Syncer(const Datastore& src, const Datastore& dst, const SyncOptions& options)
@@ -96,42 +132,86 @@ class Syncer {
           "path or s3://): a server takes a snapshot only in the namespace its manifest names");
     }
     CAIRN_ASSIGN_OR_RETURN(detail::Selection sel, detail::Select(src_, options_));
-    CAIRN_ASSIGN_OR_RETURN(auto dst_all, dst_.ListAllSnapshots());
-    for (const SnapshotRef& s : dst_all) dst_names_.insert(s.RelDir());
+    CAIRN_ASSIGN_OR_RETURN(dst_all_, dst_.ListAllSnapshots());
+    for (const SnapshotRef& s : dst_all_) dst_names_.insert(s.RelDir());
+    // The snapshots by group (each oldest first), groups in order.
+    std::vector<std::vector<SnapshotRef>> groups;
     for (const SnapshotRef& snap : sel.snapshots) {
-      if (Cancelled()) return CancelledError("sync cancelled");
-      const SnapshotRef to = detail::ToDst(snap, options_);
-      CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(to.group.ns)
-                                .WithContext(fmt::format("{} mapped to namespace '{}'",
-                                                         DisplayName(snap), to.group.ns)));
-      if (dst_names_.count(to.RelDir())) {
-        auto state = dst_.ReadVerifyState(to);
-        if (options_.resync_corrupt && state &&
-            state->outcome == datastore::VerifyOutcome::kFailed) {
-          CAIRN_RETURN_IF_ERROR(Resync(snap, to));
-          continue;
-        }
-        report_.snapshots.push_back({DisplayName(snap), "present"});
-        ++report_.present;
-        continue;
-      }
-      CAIRN_RETURN_IF_ERROR(CopySnapshot(snap, to, dst_all));
+      if (groups.empty() || !(groups.back().back().group == snap.group)) groups.emplace_back();
+      groups.back().push_back(snap);
     }
-    if (options_.remove_vanished) CAIRN_RETURN_IF_ERROR(RemoveVanished(sel, dst_all));
+    // Groups run side by side (towards a path or an object store; a
+    // server's chunk sink serves one session at a time), each on its own
+    // fetch pipeline; the one controller bounds their reads together
+    // (ReadSlots). A dry run stays in order: it changes nothing worth
+    // the threads.
+    const int lanes = dst_is_server_ || options_.dry_run
+                          ? 1
+                          : static_cast<int>(std::min<size_t>(groups.size(), kMaxGroupsAtOnce));
+    parallel_ = lanes > 1;
+    if (parallel_ && options_.progress != nullptr) options_.progress->StartPhase("sync", 0);
+    std::atomic<size_t> next{0};
+    pipeline::WorkerGroup workers([this] { failed_.store(true); });
+    workers.Start(lanes, [&](int) -> Status {
+      for (size_t g = next++; g < groups.size() && !failed_.load(); g = next++) {
+        for (const SnapshotRef& snap : groups[g]) CAIRN_RETURN_IF_ERROR(SyncOne(snap));
+      }
+      return Status::Ok();
+    });
+    CAIRN_RETURN_IF_ERROR(workers.Wait());
+    if (parallel_) {
+      // In the order of the selection, as a run in order would list them.
+      std::map<std::string, size_t> order;
+      for (size_t i = 0; i < sel.snapshots.size(); ++i) order[DisplayName(sel.snapshots[i])] = i;
+      std::stable_sort(report_.snapshots.begin(), report_.snapshots.end(),
+                       [&](const SnapshotOutcome& a, const SnapshotOutcome& b) {
+                         return order[a.name] < order[b.name];
+                       });
+    }
+    if (options_.remove_vanished) CAIRN_RETURN_IF_ERROR(RemoveVanished(sel, dst_all_));
     report_.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
     return report_;
   }
 
  private:
-  bool Cancelled() const { return options_.cancel != nullptr && options_.cancel->load(); }
+  static constexpr size_t kMaxGroupsAtOnce = 4;
+
+  bool Cancelled() const {
+    return failed_.load() || (options_.cancel != nullptr && options_.cancel->load());
+  }
+
+  // One snapshot of the selection: copied, resynced or found present.
+  Status SyncOne(const SnapshotRef& snap) {
+    if (Cancelled()) return CancelledError("sync cancelled");
+    const SnapshotRef to = detail::ToDst(snap, options_);
+    CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(to.group.ns)
+                              .WithContext(fmt::format("{} mapped to namespace '{}'",
+                                                       DisplayName(snap), to.group.ns)));
+    if (dst_names_.count(to.RelDir())) {
+      auto state = dst_.ReadVerifyState(to);
+      if (options_.resync_corrupt && state &&
+          state->outcome == datastore::VerifyOutcome::kFailed) {
+        return Resync(snap, to);
+      }
+      std::lock_guard lock(mu_);
+      report_.snapshots.push_back({DisplayName(snap), "present"});
+      ++report_.present;
+      return Status::Ok();
+    }
+    return CopySnapshot(snap, to, dst_all_);
+  }
 
   // The group's state on DST, loaded on first use: its newest snapshot
   // there and that snapshot's chunks.
   GroupState& StateOf(const GroupRef& group, const std::vector<SnapshotRef>& dst_all) {
     std::string key = group.RelDir();
+    std::unique_lock lock(mu_);
     auto it = groups_.find(key);
     if (it != groups_.end()) return it->second;
+    // One group is synced by one thread: its entry is this thread's
+    // once made (a map's nodes stay put).
     GroupState& st = groups_[key];
+    lock.unlock();
     for (const SnapshotRef& s : dst_all) {
       if (s.group == group && (!st.base || s.time > st.base->time)) st.base = s;
     }
@@ -179,7 +259,7 @@ class Syncer {
     std::vector<ChunkRef> todo;
     SnapshotOutcome out{DisplayName(snap), options_.dry_run ? "would copy" : "copied"};
     for (const ChunkRef& c : files->chunks) {
-      if (group.known.count(c.id) || (!dst_is_server_ && copied_.count(c.id))) {
+      if (group.known.count(c.id) || (!dst_is_server_ && CopiedBefore(c.id))) {
         ++out.chunks_skipped;
       } else {
         todo.push_back(c);
@@ -196,6 +276,7 @@ class Syncer {
         } else {
           ++out.chunks_copied;
           out.raw_bytes += c.length;
+          std::lock_guard lock(mu_);
           copied_.insert(c.id);
         }
       }
@@ -207,6 +288,7 @@ class Syncer {
       group.base = to;
       group.known.clear();
       for (const ChunkRef& c : files->chunks) group.known.insert(c.id);
+      std::lock_guard lock(mu_);
       ++report_.copied;
     }
     out.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
@@ -241,11 +323,18 @@ class Syncer {
     }
     out.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
     Account(std::move(out));
+    std::lock_guard lock(mu_);
     ++report_.resynced;
     return Status::Ok();
   }
 
+  bool CopiedBefore(const crypto::Digest& id) {
+    std::lock_guard lock(mu_);
+    return copied_.count(id) > 0;
+  }
+
   void Account(SnapshotOutcome out) {
+    std::lock_guard lock(mu_);
     options_.logger->Debug("{} {}: {} chunks copied ({:.1f} MiB stored), {} present", out.action,
                            out.name, out.chunks_copied, out.stored_bytes / 1048576.0,
                            out.chunks_skipped);
@@ -340,7 +429,13 @@ class Syncer {
     std::atomic<uint64_t> copied{0}, skipped{0}, stored{0}, raw{0};
     uint64_t total = 0;
     for (const ChunkRef& c : todo) total += c.length;
-    if (options_.progress != nullptr) options_.progress->StartPhase("sync", total);
+    if (options_.progress != nullptr) {
+      if (parallel_) {
+        options_.progress->total_bytes.fetch_add(total, std::memory_order_relaxed);
+      } else {
+        options_.progress->StartPhase("sync", total);
+      }
+    }
     store::ChunkSink& sink = dst_.sink();
     // Where the time goes (the summary's bottleneck line): the pipeline
     // times source reads and the workers' waits; here the check on arrival
@@ -367,7 +462,10 @@ class Syncer {
               return Status::Ok();
             }
           }
-          CAIRN_RETURN_IF_ERROR(restore::ReadStoredChunk(source_, todo[i].id, data));
+          {
+            ReadSlots::Slot slot(slots_, controller_);
+            CAIRN_RETURN_IF_ERROR(restore::ReadStoredChunk(source_, todo[i].id, data));
+          }
           if (limiter_) limiter_->Acquire(data->size());
           return Status::Ok();
         },
@@ -408,6 +506,7 @@ class Syncer {
         },
         [&](size_t i) { return uint64_t{todo[i].length} * 2; }, popts, &stats);
     CAIRN_RETURN_IF_ERROR(s);
+    std::lock_guard lock(mu_);
     report_.peak_reads_in_flight =
         std::max(report_.peak_reads_in_flight, stats.peak_reads_in_flight);
     out->chunks_copied += copied;
@@ -460,10 +559,15 @@ class Syncer {
   pipeline::ConcurrencyController
       controller_;  // shared by all snapshots: what it learnt carries over
   std::unique_ptr<RateLimiter> limiter_;
-  std::set<std::string> dst_names_;
-  std::map<std::string, GroupState> groups_;
-  IdSet copied_;  // chunks this run stored on DST (not towards a server)
-  SyncReport report_;
+  std::vector<SnapshotRef> dst_all_;   // set before the groups start
+  std::set<std::string> dst_names_;    // set before the groups start
+  bool parallel_ = false;              // groups run side by side
+  std::atomic<bool> failed_{false};    // a group failed: the others stop
+  ReadSlots slots_;
+  std::mutex mu_;
+  std::map<std::string, GroupState> groups_;  // GUARDED_BY(mu_) (insertion)
+  IdSet copied_;  // GUARDED_BY(mu_): chunks this run stored on DST (not towards a server)
+  SyncReport report_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace

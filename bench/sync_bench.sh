@@ -5,9 +5,15 @@
 # from the same path and from the same server. Issue 24's targets: each sync
 # ≥ 0.8× the matching restore.
 #
-#   bash bench/sync_bench.sh [--quick] [--runs N] [--size 1G] [--dir DIR]
+#   bash bench/sync_bench.sh [--quick] [--runs N] [--size 1G] [--dir DIR] [--restic] [--s3]
 #
 #   --quick    256 MiB image, 3 runs (default: 1 GiB, 3 runs)
+#   --restic   also restic-copy: `restic copy` of the same image between two
+#              local restic repositories (restic decrypts and re-encrypts
+#              every blob; installs restic with apt when missing)
+#   --s3       also restore-s3, sync-to-s3 and sync-from-s3 against a Ceph
+#              RGW (scripts/s3-server.sh; started, and stopped at the end,
+#              when none answers; its directory: $CAIRN_S3_DIR)
 #   --runs N   rounds; in each, the four operations run one after the other,
 #              their order reversed every other round
 #   --size S   image size (cairn-gendata image, seed 1: the VM image mix of
@@ -23,6 +29,13 @@
 #   sync-local      cairn sync --from STORE --to FRESH (FRESH: a new `cairn
 #                   init` datastore, made before the clock starts)
 #   sync-pull       cairn sync --from https://127.0.0.1:PORT/main --to FRESH
+#   restic-copy     restic copy --from-repo DIR/restic-src --repo DIR/restic-dst
+#                   (the destination made by `restic init` before the clock)
+#   restore-s3      cairn restore -r s3://cairn-sync-bench/src?… (filled by an
+#                   untimed sync in the set-up) vm/1/latest disk0.img NEW
+#   sync-to-s3      cairn sync --from STORE --to s3://cairn-sync-bench/fresh?…
+#                   (emptied and `cairn init` before the clock)
+#   sync-from-s3    cairn sync --from s3://cairn-sync-bench/src?… --to FRESH
 # Outputs and targets are deleted after each operation (untimed). Warm page
 # cache throughout. Results: DIR/results.tsv, table DIR/sync_bench.md.
 set -euo pipefail
@@ -32,13 +45,16 @@ source bench/lib.sh
 
 command_line="bash bench/sync_bench.sh${*:+ $*}"
 runs=3 size=1G dir=${CAIRN_BENCH_DIR:-/var/tmp/cairn-sync-bench}
-usage() { sed -n '8,16p' "$0" >&2; exit 2; }
+usage() { sed -n '8,22p' "$0" >&2; exit 2; }
+with_restic=0 with_s3=0
 while (($#)); do
   case "$1" in
     --quick) size=256M; shift ;;
     --runs) runs=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
+    --restic) with_restic=1; shift ;;
+    --s3) with_s3=1; shift ;;
     -h|--help) usage ;;
     *) echo "sync_bench: unknown argument '$1'" >&2; usage ;;
   esac
@@ -56,12 +72,18 @@ store=$dir/store state=$dir/state cache=$dir/cache fresh=$dir/fresh out=$dir/res
 results=$dir/results.tsv
 
 server_pid=
+started_s3=0
+s3dir=${CAIRN_S3_DIR:-/tmp/cairn-s3}
 cleanup() {
   if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
     kill -TERM "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
   fi
-  rm -rf "$fresh" "$out"
+  rm -rf "$fresh" "$out" "$dir/restic-dst"
+  if ((with_s3)); then
+    radosgw-admin -n client.admin bucket rm --bucket=cairn-sync-bench --purge-objects >/dev/null 2>&1 || true
+  fi
+  if ((started_s3)); then bash scripts/s3-server.sh stop >>"$dir/logs/s3-server.log" 2>&1 || true; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -77,6 +99,45 @@ url=https://127.0.0.1:$port/main
 export CAIRN_TOKEN=$token CAIRN_FINGERPRINT=$fingerprint CAIRN_CACHE_DIR=$cache
 unset CAIRN_REPO CAIRN_KEYFILE CAIRN_PASSPHRASE CAIRN_PASSPHRASE_FILE
 "$cairn" restore -r "$url" vm/1/latest disk0.img --rehearse >/dev/null 2>&1 || die "remote rehearsal failed"
+ops=(restore-local sync-local restore-remote sync-pull)
+
+if ((with_restic)); then
+  apt_install restic
+  command -v restic >/dev/null || die "--restic: restic is not installed"
+  bench_repo_env  # RESTIC_PASSWORD, RESTIC_CACHE_DIR
+  export RESTIC_FROM_PASSWORD=$RESTIC_PASSWORD
+  say "restic: init and backup of the image into $dir/restic-src (untimed)"
+  rm -rf "$dir/restic-src" "$dir/restic-dst" "$RESTIC_CACHE_DIR"
+  restic init --repo "$dir/restic-src" >"$dir/logs/restic-init.log" 2>&1 || die "restic init failed"
+  restic backup -q --repo "$dir/restic-src" --host bench "$image" >"$dir/logs/restic-backup.log" 2>&1 ||
+    die "restic backup failed"
+  ops+=(restic-copy)
+fi
+
+if ((with_s3)); then
+  if ! bash scripts/s3-server.sh status; then
+    say "starting the S3 server (scripts/s3-server.sh start)"
+    bash scripts/s3-server.sh start >"$dir/logs/s3-server.log" 2>&1 ||
+      { tail -n 20 "$dir/logs/s3-server.log" >&2; die "scripts/s3-server.sh start failed"; }
+    started_s3=1
+  fi
+  set -a
+  # shellcheck disable=SC1091
+  . "$s3dir/s3.env"
+  set +a
+  export AWS_DEFAULT_REGION=${AWS_DEFAULT_REGION:-${S3_REGION:-us-east-1}} CEPH_CONF=$s3dir/ceph.conf
+  radosgw-admin -n client.admin bucket rm --bucket=cairn-sync-bench --purge-objects >/dev/null 2>&1 || true
+  code=$(curl -s -o "$dir/logs/make-bucket.log" -w '%{http_code}' --aws-sigv4 "aws:amz:$AWS_DEFAULT_REGION:s3" \
+    --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
+    -X PUT "$S3_ENDPOINT/cairn-sync-bench") || true
+  [[ $code == 200 ]] || die "cannot create bucket cairn-sync-bench (HTTP $code)"
+  s3_src="s3://cairn-sync-bench/src?endpoint=$S3_ENDPOINT"
+  s3_fresh_n=0
+  say "S3: filling $s3_src with a sync (untimed)"
+  "$cairn" init "$s3_src" >/dev/null && "$cairn" sync --from "$store" --to "$s3_src" >"$dir/logs/s3-fill.log" 2>&1 ||
+    { tail "$dir/logs/s3-fill.log" >&2; die "filling the S3 source failed"; }
+  ops+=(restore-s3 sync-to-s3 sync-from-s3)
+fi
 
 printf 'round\top\tseconds\tmib_s\n' >"$results"
 run_op() {  # run_op ROUND OP
@@ -88,6 +149,17 @@ run_op() {  # run_op ROUND OP
     restore-remote) cmd=("$cairn" restore -r "$url" vm/1/latest disk0.img "$out") ;;
     sync-local) "$cairn" init "$fresh" >/dev/null; cmd=("$cairn" sync --from "$store" --to "$fresh" --json) ;;
     sync-pull) "$cairn" init "$fresh" >/dev/null; cmd=("$cairn" sync --from "$url" --to "$fresh" --json) ;;
+    restic-copy)
+      rm -rf "$dir/restic-dst"
+      restic init --repo "$dir/restic-dst" >/dev/null 2>&1 || die "restic init (destination) failed"
+      cmd=(restic copy -q --from-repo "$dir/restic-src" --repo "$dir/restic-dst") ;;
+    restore-s3) cmd=("$cairn" restore -r "$s3_src" vm/1/latest disk0.img "$out") ;;
+    sync-to-s3)
+      s3_fresh_n=$((s3_fresh_n + 1))
+      local s3_fresh="s3://cairn-sync-bench/fresh$s3_fresh_n?endpoint=$S3_ENDPOINT"
+      "$cairn" init "$s3_fresh" >/dev/null || die "cairn init $s3_fresh failed"
+      cmd=("$cairn" sync --from "$store" --to "$s3_fresh" --json) ;;
+    sync-from-s3) "$cairn" init "$fresh" >/dev/null; cmd=("$cairn" sync --from "$s3_src" --to "$fresh" --json) ;;
   esac
   t0=$(date +%s%N)
   "${cmd[@]}" </dev/null >"$dir/logs/r$r-$op.log" 2>&1 || { tail "$dir/logs/r$r-$op.log" >&2; die "$op failed"; }
@@ -98,25 +170,29 @@ run_op() {  # run_op ROUND OP
 }
 for r in $(seq "$runs"); do
   say "round $r of $runs"
-  while read -r op; do run_op "$r" "$op"; done < <(in_order "$r" restore-local sync-local restore-remote sync-pull)
+  while read -r op; do run_op "$r" "$op"; done < <(in_order "$r" "${ops[@]}")
 done
 
-python3 - "$results" "$image_bytes" "$command_line" "$(psi)" "$(nproc)" >"$dir/sync_bench.md" <<'PY'
+python3 - "$results" "$image_bytes" "$command_line" "$(psi)" "$(nproc)" "$runs" >"$dir/sync_bench.md" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
-size, cmd, psi, cores = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+size, cmd, psi, cores, runs = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 med = {}
-for op in ("restore-local", "sync-local", "restore-remote", "sync-pull"):
-    secs = [float(r["seconds"]) for r in rows if r["op"] == op]
-    med[op] = statistics.median(secs)
+for r in rows:
+    med.setdefault(r["op"], []).append(float(r["seconds"]))
+med = {op: statistics.median(v) for op, v in med.items()}
 def mibs(op): return size / 1048576 / med[op]
-print(f"`{cmd}`: image {size / 1048576:.0f} MiB, {len(rows) // 4} rounds, medians; "
+print(f"`{cmd}`: image {size / 1048576:.0f} MiB, {runs} rounds, medians; "
       f"{cores} cores, CPU pressure (avg300) {psi}.\n")
-print("| operation | median s | MiB/s | vs the matching restore |")
+print("| operation | median s | MiB/s | vs |")
 print("|---|---|---|---|")
 for op, base in (("restore-local", None), ("sync-local", "restore-local"),
-                 ("restore-remote", None), ("sync-pull", "restore-remote")):
-    ratio = f"{med[base] / med[op]:.2f}×" if base else "–"
+                 ("restore-remote", None), ("sync-pull", "restore-remote"),
+                 ("restic-copy", "sync-local"), ("restore-s3", None),
+                 ("sync-to-s3", "restore-s3"), ("sync-from-s3", "restore-s3")):
+    if op not in med: continue
+    ratio = f"{med[base] / med[op]:.2f}× {base}" if base else "–"
+    if op == "restic-copy": ratio = f"cairn sync-local is {med[op] / med['sync-local']:.2f}× as fast"
     print(f"| {op} | {med[op]:.2f} | {mibs(op):.0f} | {ratio} |")
 PY
 cat "$dir/sync_bench.md"

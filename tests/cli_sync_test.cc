@@ -285,6 +285,47 @@ TEST_F(SyncTest, KilledSyncLeavesNoSnapshotAndTheNextRunCompletes) {
 
 // Pull and push through a real server: the ServerTest fixture serves "main"
 // (vm/100, two snapshots) and an empty "other".
+TEST_F(SyncTest, NamespacesMapToATargetNamespaceWithinMaxDepth) {
+  std::string image = Path("disk.img");
+  WriteChunkImage(image, {1, 2});
+  for (const auto& [ns, id] : std::vector<std::pair<std::string, std::string>>{
+           {"site", "vm/100"}, {"site/a", "vm/101"}, {"site/a/b", "vm/102"}, {"", "vm/103"}}) {
+    RunResult r = Cairn({"backup", "-r", store(), "--ns", ns, "--id", id, "--time", SnapTime(1),
+                         "disk0.img=" + image});
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  }
+  ASSERT_EQ(Cairn({"backup", "-r", store(), "--ns", "site", "--id", "vm/100", "--time", SnapTime(2),
+                   "disk0.img=" + image})
+                .exit_code,
+            0);
+  // site and one level below it, into copies/…; site/a/b and the root stay.
+  RunResult r = Sync({"--ns", "site", "--target-ns", "copies", "--max-depth", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["copied"], 3u) << r.out;
+  EXPECT_TRUE(Exists(dst_ + "/ns/copies/vm/100/" + SnapTime(1)));
+  EXPECT_TRUE(Exists(dst_ + "/ns/copies/ns/a/vm/101/" + SnapTime(1)));
+  EXPECT_FALSE(Exists(dst_ + "/ns/copies/ns/a/ns/b"));
+  EXPECT_FALSE(Exists(dst_ + "/ns/site"));
+  EXPECT_FALSE(Exists(dst_ + "/vm/103"));
+  ExpectRestores(dst_, Snap("vm/101", 1), "disk0.img", image, {"--ns", "copies/a"});
+  // A second run finds both under their new names; --max-depth 0 takes site only.
+  r = Sync({"--ns", "site", "--target-ns", "copies", "--max-depth", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["present"], 3u) << r.out;
+  r = Sync({"--ns", "site/a", "--target-ns", "/", "--max-depth", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["copied"], 1u) << r.out;  // site/a's vm/101 at DST's root
+  EXPECT_TRUE(Exists(dst_ + "/vm/101/" + SnapTime(1)));
+  // --remove-vanished compares the mapped names.
+  ASSERT_EQ(Cairn({"forget", "-r", store(), "--ns", "site", Snap("vm/100", 1)}).exit_code, 0);
+  r = Sync({"--ns", "site", "--target-ns", "copies", "--max-depth", "1", "--remove-vanished"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["removed"], 1u) << r.out;
+  EXPECT_FALSE(Exists(dst_ + "/ns/copies/vm/100/" + SnapTime(1)));
+  EXPECT_TRUE(Exists(dst_ + "/ns/copies/vm/100/" + SnapTime(2)));
+  EXPECT_TRUE(Exists(dst_ + "/ns/copies/ns/a/vm/101/" + SnapTime(1)));
+}
+
 class ServerSyncTest : public ServerTest {};
 
 TEST_F(ServerSyncTest, PullAndPushThroughTheServer) {

@@ -43,6 +43,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_verify_ledger_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_s3_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_sync_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_sync_job_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_everyday_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_rate_limit_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_serve_systemd_test.cc

@@ -24,6 +24,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/verify/ledger_test.cc
   ${PROJECT_SOURCE_DIR}/src/verify/verify_test.cc
   ${PROJECT_SOURCE_DIR}/src/maintenance/gc_test.cc
+  ${PROJECT_SOURCE_DIR}/src/sync/sync_test.cc
   ${PROJECT_SOURCE_DIR}/src/cli/progress_bar_test.cc
   ${PROJECT_SOURCE_DIR}/src/net/net_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/tasks_test.cc
@@ -48,6 +49,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
 # Every other unit test (single-threaded code: formats, codecs, parsers).
 set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/sync/group_filter_test.cc
+  ${PROJECT_SOURCE_DIR}/src/server/schedule_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/bytes_test.cc
   ${PROJECT_SOURCE_DIR}/src/net/http_body_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/env_test.cc
@@ -71,7 +73,6 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/tree/tree_format_test.cc
   ${PROJECT_SOURCE_DIR}/src/restore/restore_test.cc
   ${PROJECT_SOURCE_DIR}/src/maintenance/prune_test.cc
-  ${PROJECT_SOURCE_DIR}/src/sync/sync_test.cc
   ${PROJECT_SOURCE_DIR}/src/perf/machine_bench_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_client_rgw_test.cc
   ${PROJECT_SOURCE_DIR}/src/s3/s3_xml_test.cc

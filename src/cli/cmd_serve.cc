@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -23,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
+#include "cli/cmd_sync.h"
 #include "net/http_server.h"
 #include "net/tls.h"
 #include "server/api.h"
@@ -176,6 +178,23 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   api_options.state_dir = config.state_dir;
   api_options.sessions = config.sessions;
   api_options.max_body_bytes = config.limits.max_body_bytes;
+  // Sync jobs open their sources as `cairn sync --from` does; a server
+  // source's metadata mirror goes under STATE_DIR/cache unless
+  // CAIRN_CACHE_DIR says otherwise (set before any thread starts).
+  if (!config.sync_jobs.empty()) {
+    if (std::getenv("CAIRN_CACHE_DIR") == nullptr) {
+      ::setenv("CAIRN_CACHE_DIR", JoinPath(config.state_dir, "cache").c_str(), 1);
+    }
+    api_options.sync_jobs = config.sync_jobs;
+    const Context* serve_ctx = &ctx;
+    api_options.open_sync_source = [serve_ctx](const server::SyncJob& job) {
+      return OpenSyncSide(*serve_ctx, job.from, job.token, job.fingerprint, "from");
+    };
+    for (const server::SyncJob& job : config.sync_jobs) {
+      ctx.logger->Info("sync job '{}': {} → datastore '{}', {}", job.name, job.from, job.store,
+                       job.schedule ? "schedule \"" + job.schedule->text() + "\"" : "on demand");
+    }
+  }
   auto api = std::make_shared<server::Api>(*ctx.env, *ctx.logger, *tokens, std::move(stores),
                                            std::move(api_options));
 

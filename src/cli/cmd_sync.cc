@@ -1,4 +1,4 @@
-// cairn sync --from SRC --to DST [GROUP|SNAPSHOT ...] [--ns NS]
+// cairn sync --from SRC --to DST [GROUP|SNAPSHOT ...] [--ns NS] [--target-ns NS] [--max-depth N]
 //   [--group-filter F ...] [--transfer-last N] [--verified-only]
 //   [--encrypted-only] [--keep-protected] [--remove-vanished] [--resync-corrupt] [--dry-run]
 //   [--limit-rate RATE] [--jobs auto|N] [--json]
@@ -12,7 +12,7 @@
 #include <cstdlib>
 
 #include "base/rate_limiter.h"
-#include "cli/cli_util.h"
+#include "cli/cmd_sync.h"
 #include "cli/progress_bar.h"
 #include "sync/sync.h"
 
@@ -25,6 +25,8 @@ struct SyncArgs {
   std::vector<std::string> selection;
   std::vector<std::string> group_filters;
   int transfer_last = 0;
+  std::string target_ns;
+  int max_depth = -1;
   bool verified_only = false, encrypted_only = false, keep_protected = false;
   bool remove_vanished = false, resync_corrupt = false, dry_run = false;
   std::string limit_rate;
@@ -59,6 +61,27 @@ Result<std::unique_ptr<datastore::Datastore>> OpenSide(Context& side, std::strin
   return store;
 }
 
+}  // namespace
+
+Result<std::shared_ptr<const datastore::Datastore>> OpenSyncSide(const Context& ctx,
+                                                                 const std::string& repo,
+                                                                 const std::string& token,
+                                                                 const std::string& fingerprint,
+                                                                 std::string_view which) {
+  // The store, then the context whose env it uses: destroyed in reverse.
+  struct Side {
+    std::unique_ptr<Context> ctx;
+    std::unique_ptr<datastore::Datastore> store;
+  };
+  auto side = std::make_shared<Side>();
+  side->ctx = SideContext(ctx, repo, token, fingerprint);
+  CAIRN_ASSIGN_OR_RETURN(side->store, OpenSide(*side->ctx, which));
+  const datastore::Datastore* store = side->store.get();
+  return std::shared_ptr<const datastore::Datastore>(std::move(side), store);
+}
+
+namespace {
+
 // How the sync marker names SRC: an absolute path for a directory (the
 // same store named two ways is one source), a URL as given.
 std::string SourceName(const std::string& from) {
@@ -72,56 +95,15 @@ std::string SourceName(const std::string& from) {
 
 nlohmann::json ReportJson(const sync::SyncReport& r, const std::string& from, const std::string& to,
                           bool dry_run) {
-  nlohmann::json snaps = nlohmann::json::array();
-  for (const auto& s : r.snapshots) {
-    snaps.push_back({{"snapshot", s.name},
-                     {"action", s.action},
-                     {"chunks_copied", s.chunks_copied},
-                     {"chunks_skipped", s.chunks_skipped},
-                     {"stored_bytes", s.stored_bytes},
-                     {"raw_bytes", s.raw_bytes},
-                     {"seconds", s.seconds}});
-  }
-  return {{"from", from},
-          {"to", to},
-          {"dry_run", dry_run},
-          {"snapshots", snaps},
-          {"copied", r.copied},
-          {"present", r.present},
-          {"removed", r.removed},
-          {"resynced", r.resynced},
-          {"chunks_copied", r.chunks_copied},
-          {"chunks_skipped", r.chunks_skipped},
-          {"stored_bytes", r.stored_bytes},
-          {"raw_bytes", r.raw_bytes},
-          {"seconds", r.seconds},
-          {"mib_per_second", MiBPerSecond(r.raw_bytes, r.seconds)},
-          {"peak_reads_in_flight", r.peak_reads_in_flight}};
+  nlohmann::json j = sync::SyncReportJson(r);
+  j["from"] = from;
+  j["to"] = to;
+  j["dry_run"] = dry_run;
+  return j;
 }
 
 void PrintReport(const sync::SyncReport& r, bool dry_run) {
-  for (const auto& s : r.snapshots) {
-    if (s.action == "present") continue;
-    if (s.action == "removed" || s.action == "would remove") {
-      fmt::print("{:<12} {}\n", s.action, s.name);
-      continue;
-    }
-    fmt::print("{:<12} {}  {} chunks ({}{}), {} present\n", s.action, s.name, s.chunks_copied,
-               HumanBytes(dry_run ? s.raw_bytes : s.stored_bytes),
-               dry_run ? " before compression" : "", s.chunks_skipped);
-  }
-  size_t copying = 0;
-  for (const auto& s : r.snapshots) copying += s.action == "copied" || s.action == "would copy";
-  fmt::print(
-      "{} {} snapshot(s), {} already there, {} {}; {} chunks {} ({} stored, {} raw), "
-      "{} present; {:.1f} s",
-      dry_run ? "would copy" : "copied", copying, r.present, r.removed,
-      dry_run ? "to remove" : "removed", r.chunks_copied, dry_run ? "to copy" : "copied",
-      HumanBytes(r.stored_bytes), HumanBytes(r.raw_bytes), r.chunks_skipped, r.seconds);
-  if (r.resynced > 0)
-    fmt::print("; {} snapshot(s) {}", r.resynced, dry_run ? "to resync" : "resynced");
-  if (!dry_run && r.raw_bytes > 0) fmt::print(", {}", HumanRate(r.raw_bytes, r.seconds));
-  fmt::print("\n");
+  for (const std::string& line : sync::SyncReportLines(r, dry_run)) fmt::print("{}\n", line);
 }
 
 void Run(Context& ctx, const SyncArgs& args) {
@@ -143,6 +125,12 @@ void Run(Context& ctx, const SyncArgs& args) {
   options.cpu_workers = args.bench.cpu_workers;
   options.selection = args.selection;
   options.ns = ctx.ns;
+  options.target_ns = args.target_ns.empty() ? ctx.ns : args.target_ns;
+  if (args.target_ns == "/") options.target_ns.clear();  // the root
+  if (args.max_depth < -1 || args.max_depth > 7) {
+    return Fail(ctx, InvalidArgumentError("--max-depth must be 0 to 7"));
+  }
+  options.max_depth = args.max_depth;
   options.transfer_last = args.transfer_last;
   options.verified_only = args.verified_only;
   options.encrypted_only = args.encrypted_only;
@@ -192,10 +180,14 @@ void Run(Context& ctx, const SyncArgs& args) {
     return sync::RunSync(**src, **dst, options);
   }();
   if (!report.ok()) return Fail(ctx, report.status());
+  const pipeline::Bottleneck bottleneck = progress.stages.Analyze();
   if (ctx.json) {
-    PrintJson(ReportJson(*report, args.from, args.to, args.dry_run));
+    nlohmann::json j = ReportJson(*report, args.from, args.to, args.dry_run);
+    j["bottleneck"] = args.dry_run ? nlohmann::json(nullptr) : BottleneckJson(bottleneck);
+    PrintJson(j);
   } else if (!ctx.quiet) {
     PrintReport(*report, args.dry_run);
+    if (!args.dry_run) PrintBottleneck(stdout, bottleneck);
   }
 }
 
@@ -212,6 +204,11 @@ void RegisterSync(CLI::App& app, Context& ctx) {
   cmd->add_option("selection", args->selection,
                   "groups (TYPE/ID) or snapshots (TYPE/ID/TIME, TYPE/ID/latest); default: all");
   cmd->add_option("--ns", ctx.ns, "only this namespace and those below it (default: all)");
+  cmd->add_option("--target-ns", args->target_ns,
+                  "where --ns lands on the destination, like copies/site1 (/ for the root; "
+                  "default: the same namespace)");
+  cmd->add_option("--max-depth", args->max_depth,
+                  "namespace levels below --ns to sync (0: --ns only; default: all)");
   cmd->add_option("--token", ctx.token, "API token NAME:SECRET for a server on either side");
   cmd->add_option("--fingerprint", ctx.fingerprint, "certificate fingerprint for a server");
   cmd->add_option("--from-token", args->from_token,

@@ -1,5 +1,7 @@
 // cairn task show -r https://HOST:PORT/STORE ID [--follow] [--log] [--json]
 // cairn task list -r https://HOST:PORT/STORE [--json]
+// cairn sync-job list -r https://HOST:PORT/STORE [--json]
+// cairn sync-job run -r https://HOST:PORT/STORE JOB [--detach] [--json]
 #include "cli/cmd_task.h"
 
 #include <chrono>
@@ -61,7 +63,8 @@ Result<json> FollowTask(remote::RemoteClient& client, const std::string& id, boo
     const uint64_t done = U64(task, "progress", "done_bytes");
     const uint64_t total = U64(task, "progress", "total_bytes");
     // A phase name outlives the call: the bar keeps the pointer.
-    const char* phase = task.value("kind", "") == "gc" ? "gc" : "verify";
+    const std::string kind = task.value("kind", "");
+    const char* phase = kind == "gc" ? "gc" : kind == "sync" ? "sync" : "verify";
     if (total != progress.total_bytes.load()) progress.StartPhase(phase, total);
     progress.done_bytes.store(done);
     if (task["state"] != "running") return task;
@@ -162,6 +165,7 @@ void PrintTask(const json& t) {
   fmt::print("state     {}{}\n", Str(t, "state"),
              Str(t, "error").empty() ? "" : ": " + Str(t, "error"));
   fmt::print("started   {}\n", Str(t, "started_at"));
+  if (Str(t, "kind") == "sync") fmt::print("job       {}\n", Str(t, "job"));
   if (Str(t, "kind") == "verify" && t.contains("params") && t["params"].is_object()) {
     const json& p = t["params"];
     std::string scope = Str(p, "snapshot").empty() ? "everything" : Str(p, "snapshot");
@@ -216,11 +220,64 @@ void List(Context& ctx) {
   }
 }
 
+struct SyncJobArgs {
+  std::string job;
+  bool detach = false;
+};
+
+void ListSyncJobs(Context& ctx) {
+  auto answer = CallStore(ctx, "GET", "sync-jobs", ByteSpan());
+  if (!answer.ok()) return Fail(ctx, answer.status());
+  const json& j = *answer;
+  if (ctx.json) return PrintJson(j);
+  if (!j.contains("jobs") || !j["jobs"].is_array()) {
+    return Fail(ctx, DataLossError("malformed answer to GET sync-jobs"));
+  }
+  for (const json& job : j["jobs"]) {
+    std::string last = "never run";
+    if (job.contains("last") && job["last"].is_object()) {
+      const json& l = job["last"];
+      last = fmt::format("{} {} (task {}){}", Str(l, "state"), Str(l, "started_at"), Str(l, "task"),
+                         Str(l, "summary").empty() ? (Str(l, "error").empty() ? "" : ": " + Str(l, "error"))
+                                                   : ": " + Str(l, "summary"));
+    }
+    fmt::print("{}  from {}  schedule {}  next {}\n    last: {}\n", Str(job, "name"),
+               Str(job, "from"), Str(job, "schedule").empty() ? "-" : Str(job, "schedule"),
+               Str(job, "next_run").empty() ? "-" : Str(job, "next_run"), last);
+  }
+}
+
+void RunSyncJob(Context& ctx, const SyncJobArgs& args) {
+  auto target = ServerTargetFor(ctx);
+  if (!target.ok()) return Fail(ctx, target.status());
+  auto task = RunServerTask(ctx, *target, "sync", json{{"job", args.job}}, args.detach);
+  if (task) PrintTaskOutcome(ctx, *task);
+}
+
 }  // namespace
+
+void RegisterSyncJob(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand(
+      "sync-job", "the sync jobs of a cairn server: list them, or run one now (admin token)");
+  cmd->require_subcommand(1);
+  auto* list = cmd->add_subcommand(
+      "list", "the sync jobs into a datastore: source, schedule, next run, last result");
+  AddRepoOptions(list, ctx);
+  AddJsonOption(list, ctx);
+  list->callback([&ctx] { ListSyncJobs(ctx); });
+  auto args = std::make_shared<SyncJobArgs>();
+  auto* run = cmd->add_subcommand(
+      "run", "start a sync job now as a server task and follow it (exit 0 ok, 3 damage, 1 error)");
+  AddRepoOptions(run, ctx);
+  AddJsonOption(run, ctx);
+  run->add_option("JOB", args->job, "the job's name in the server's \"sync_jobs\"")->required();
+  run->add_flag("--detach", args->detach, "print the task id and return at once");
+  run->callback([&ctx, args] { RunSyncJob(ctx, *args); });
+}
 
 void RegisterTask(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
-      "task", "show tasks running on a cairn server (verify --on-server, gc)");
+      "task", "show tasks running on a cairn server (verify --on-server, gc, sync jobs)");
   cmd->require_subcommand(1);
   auto args = std::make_shared<ShowArgs>();
   auto* show = cmd->add_subcommand("show", "show a task's status, or follow it to its end");

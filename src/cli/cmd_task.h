@@ -43,5 +43,7 @@ std::optional<nlohmann::json> RunServerTask(Context& ctx, const ServerTarget& ta
 void PrintTaskOutcome(Context& ctx, const nlohmann::json& task);
 
 void RegisterTask(CLI::App& app, Context& ctx);
+// `cairn sync-job list|run`: a server's sync jobs (docs/SERVER.md, "Sync jobs").
+void RegisterSyncJob(CLI::App& app, Context& ctx);
 
 }  // namespace cairn::cli

@@ -25,6 +25,7 @@ void RegisterAll(CLI::App& app, Context& ctx) {
   RegisterRestore(app, ctx);
   RegisterVerify(app, ctx);
   RegisterTask(app, ctx);
+  RegisterSyncJob(app, ctx);
   RegisterTree(app, ctx);
   RegisterNbd(app, ctx);
   RegisterMount(app, ctx);

@@ -96,7 +96,8 @@ Route StoreRoute(const std::vector<std::string_view>& seg) {
     if (what == "snapshot") r.kind = RouteKind::kSnapshot;
     if (what == "protected") r.kind = RouteKind::kProtected;
     if (what == "notes") r.kind = RouteKind::kNotes;
-    if (what == "verify" || what == "gc") {
+    if (what == "sync-jobs") r.kind = RouteKind::kSyncJobs;
+    if (what == "verify" || what == "gc" || what == "sync") {
       r.kind = RouteKind::kStoreTask;
       r.step = what;
     }

@@ -77,7 +77,8 @@ enum class RouteKind {
   kSnapshot,       // DELETE stores/S/snapshot
   kProtected,      // PUT stores/S/protected
   kNotes,          // GET|PUT stores/S/notes
-  kStoreTask,      // POST stores/S/verify, stores/S/gc (step = "verify" or "gc")
+  kStoreTask,      // POST stores/S/verify, stores/S/gc, stores/S/sync (step = the kind)
+  kSyncJobs,       // GET stores/S/sync-jobs
   kTasks,          // GET tasks
   kTask,           // GET tasks/ID (id)
   kTaskSub,        // GET tasks/ID/SUB (id, step = SUB; only "log" is one)

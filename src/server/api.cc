@@ -51,6 +51,10 @@ ApiShared::ApiShared(Env& e, Logger& l, TokenStore& t,
   }
   if (!options.state_dir.empty()) scrubber.Add(options.state_dir, "<state directory>");
   tasks = std::make_unique<TaskManager>(env, logger, options.state_dir, stores, &scrubber);
+  if (options.open_sync_source) {
+    tasks->SetSyncJobs(options.sync_jobs, options.open_sync_source);
+    scheduler = std::make_unique<SyncScheduler>(*tasks, logger, tasks->sync_jobs());
+  }
 }
 
 Api::Api(Env& env, Logger& logger, TokenStore& tokens,
@@ -174,6 +178,7 @@ void Request::Run() {
     case RouteKind::kTasks:
     case RouteKind::kTask:
     case RouteKind::kTaskSub: return TaskRoutes(route);
+    case RouteKind::kSyncJobs: return ListSyncJobs();
     case RouteKind::kNotFound:
     case RouteKind::kVersion:
     case RouteKind::kStoreOther: break;

@@ -30,6 +30,7 @@
 #include "protocol/chunk_frames.h"
 #include "protocol/routes.h"
 #include "server/backup_session.h"
+#include "server/sync_jobs.h"
 #include "server/tokens.h"
 
 namespace cairn::server {
@@ -52,6 +53,10 @@ struct ApiOptions {
   int max_failed_logins_per_minute = 20;
   // Chunk reads and writes are counted here (server/metrics.h); null: not.
   ServerMetrics* metrics = nullptr;
+  // Sync jobs (server/sync_jobs.h), run as tasks on their schedule and on
+  // demand; without an opener, none.
+  std::vector<SyncJob> sync_jobs;
+  SyncSourceOpener open_sync_source;
 };
 
 struct ApiShared;

@@ -122,22 +122,23 @@ bool Request::TaskVisible(const TaskInfo& task) const {
   return token_.role == Role::kAdmin || task.token == token_.name;
 }
 
-// POST …/stores/S/verify or …/gc: 202 {"task"}; 409 {"error", "task",
-// "kind"} when a task runs on S already (one at a time per datastore).
+// POST …/stores/S/verify, …/gc or …/sync: 202 {"task"}; 409 {"error",
+// "task", "kind"} when a task runs on S already (one at a time per
+// datastore). A gc or a sync job takes an admin token.
 void Request::StartTask(std::string_view kind) {
   if (!Method("POST")) return;
-  const bool gc = kind == "gc";
-  if (!Allows(token_.role, gc ? Action::kPrune : Action::kVerify)) {
+  const bool admin_only = kind == "gc" || kind == "sync";
+  if (!Allows(token_.role, admin_only ? Action::kPrune : Action::kVerify)) {
     return SendError(403, fmt::format("token '{}' (role {}) may not start a {} on the "
                                       "server in datastore '{}': that takes a token "
                                       "with role {}",
                                       token_.name, RoleName(token_.role), kind, store_name_,
-                                      gc ? "admin" : "verify or admin"));
+                                      admin_only ? "admin" : "verify or admin"));
   }
   json body =
       req_.body.empty() ? json(nullptr) : json::parse(AsStringView(req_.body), nullptr, false);
   if (body.is_discarded()) return SendError(400, "the body must be JSON");
-  auto started = StartTaskOf(gc, body);  // bad options: InvalidArgument, 400
+  auto started = StartTaskOf(kind, body);  // bad options: InvalidArgument, 400
   if (!started.ok()) {
     return SendError(HttpStatusFor(started.status()), started.status().message());
   }
@@ -151,13 +152,42 @@ void Request::StartTask(std::string_view kind) {
   SendJson(202, json{{"task", started->id}});
 }
 
-Result<TaskManager::Started> Request::StartTaskOf(bool gc, const json& body) {
-  if (gc) {
+Result<TaskManager::Started> Request::StartTaskOf(std::string_view kind, const json& body) {
+  if (kind == "sync") {
+    if (!body.is_object() || !body.contains("job") || !body["job"].is_string() ||
+        body.size() != 1) {
+      return InvalidArgumentError("start a sync job with {\"job\": \"NAME\"}");
+    }
+    return api_.tasks->StartSync(body["job"].get<std::string>(), token_.name, store_name_);
+  }
+  if (kind == "gc") {
     CAIRN_ASSIGN_OR_RETURN(GcTaskParams params, GcTaskParams::FromJson(body));
     return api_.tasks->StartGc(store_name_, token_.name, params);
   }
   CAIRN_ASSIGN_OR_RETURN(VerifyTaskParams params, VerifyTaskParams::FromJson(body));
   return api_.tasks->StartVerify(store_name_, token_.name, params);
+}
+
+void Request::ListSyncJobs() {
+  if (!Method("GET")) return;
+  if (!Allowed(Action::kPrune, "list the sync jobs")) return;
+  json list = json::array();
+  for (const SyncJob& job : api_.tasks->sync_jobs()) {
+    if (job.store != store_name_) continue;
+    json j = job.ToJson();
+    const int64_t next = api_.scheduler ? api_.scheduler->NextRun(job.name) : 0;
+    j["next_run"] = next > 0 ? json(datastore::FormatRfc3339(next)) : json(nullptr);
+    auto last = api_.tasks->LastSync(job.name);
+    j["last"] = last ? json{{"task", last->id},
+                            {"state", TaskStateName(last->state)},
+                            {"started_at", datastore::FormatRfc3339(last->started)},
+                            {"ended", last->ended > 0 ? json(last->ended) : json(nullptr)},
+                            {"summary", last->summary},
+                            {"error", last->error}}
+                     : json(nullptr);
+    list.push_back(std::move(j));
+  }
+  SendJson(200, json{{"jobs", std::move(list)}});
 }
 
 void Request::TaskRoutes(const protocol::Route& route) {

@@ -45,6 +45,9 @@ struct ApiShared {
   // Declared after stores: destroyed (running tasks cancelled and joined)
   // before the datastores.
   std::unique_ptr<TaskManager> tasks;
+  // Starts scheduled sync jobs as tasks; destroyed (its thread joined)
+  // before them.
+  std::unique_ptr<SyncScheduler> scheduler;
 };
 
 // An error answer's status for a Status of the datastore code.
@@ -122,7 +125,9 @@ class Request {
   void Notes();
   bool TaskVisible(const TaskInfo& task) const;
   void StartTask(std::string_view kind);
-  Result<TaskManager::Started> StartTaskOf(bool gc, const json& body);
+  Result<TaskManager::Started> StartTaskOf(std::string_view kind, const json& body);
+  // GET …/stores/S/sync-jobs: the jobs into S, their schedule and last result.
+  void ListSyncJobs();
   void TaskRoutes(const protocol::Route& route);
 
   ApiShared& api_;

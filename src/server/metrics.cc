@@ -102,7 +102,8 @@ std::string RouteLabel(std::string_view path) {
     case RouteKind::kSnapshot: return "forget";
     case RouteKind::kProtected: return "protected";
     case RouteKind::kNotes: return "notes";
-    case RouteKind::kStoreTask: return r.step == "gc" ? "gc" : "verify";
+    case RouteKind::kStoreTask: return r.step == "gc" ? "gc" : r.step == "sync" ? "sync" : "verify";
+    case RouteKind::kSyncJobs: return "sync_jobs";
     case RouteKind::kTasks: return "tasks";
     case RouteKind::kTask: return "task";
     case RouteKind::kTaskSub: return "task_log";

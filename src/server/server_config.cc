@@ -227,7 +227,7 @@ Status ParseLimits(const Checker& c, const json& v, ServerConfig* config) {
   return Status::Ok();
 }
 
-Status ParseTop(const Checker& c, const json& doc, ServerConfig* config) {
+Status ParseTop(const Checker& c, const json& doc, ServerConfig* config, json* sync_jobs) {
   if (!doc.is_object()) return c.Error("(top level)", "must be a JSON object");
   for (const auto& [key, value] : doc.items()) {
     if (key == "listen") {
@@ -246,9 +246,11 @@ Status ParseTop(const Checker& c, const json& doc, ServerConfig* config) {
       CAIRN_ASSIGN_OR_RETURN(config->session_timeout_s, c.Positive(key, value, 7 * 86400));
     } else if (key == "metrics") {
       CAIRN_RETURN_IF_ERROR(ParseMetrics(c, value, config));
+    } else if (key == "sync_jobs") {
+      *sync_jobs = value;  // parsed once the stores are known
     } else {
       return c.Error(key, "unknown key (expected listen, state_dir, stores, tls, limits, "
-                          "session_timeout_s, log, metrics)");
+                          "session_timeout_s, log, metrics, sync_jobs)");
     }
   }
   return Status::Ok();
@@ -298,7 +300,13 @@ Result<ServerConfig> LoadServerConfig(const std::string& path) {
     return InvalidArgumentError(fmt::format("server config {}: {}", path, why));
   }
   ServerConfig config;
-  CAIRN_RETURN_IF_ERROR(ParseTop(Checker(path), doc, &config));
+  json sync_jobs;
+  CAIRN_RETURN_IF_ERROR(ParseTop(Checker(path), doc, &config, &sync_jobs));
+  if (!sync_jobs.is_null()) {
+    auto jobs = ParseSyncJobs(sync_jobs, config.stores);
+    if (!jobs.ok()) return jobs.status().WithContext("server config " + path);
+    config.sync_jobs = std::move(jobs).value();
+  }
   if (Status s = FinishConfig(&config); !s.ok()) return s.WithContext("server config " + path);
   return config;
 }

@@ -11,7 +11,8 @@
 //                "request_timeout_s": 60, "idle_timeout_s": 120, …},  // docs/SERVER.md
 //     "session_timeout_s": 900,
 //     "log": "stderr" | "FILE",
-//     "metrics": {"listen": "127.0.0.1:9107", "refresh_s": 300}   // Prometheus, plain HTTP
+//     "metrics": {"listen": "127.0.0.1:9107", "refresh_s": 300},  // Prometheus, plain HTTP
+//     "sync_jobs": {"offsite": {"store": "main", "from": "https://…", …}}  // server/sync_jobs.h
 //   }
 #pragma once
 
@@ -46,6 +47,8 @@ struct ServerConfig {
   // The API's own limits (readers' grants, failed logins); its state_dir,
   // sessions and max_body_bytes are filled from the fields above.
   ApiOptions api;
+  // Sync jobs that pull into the stores above (server/sync_jobs.h).
+  std::vector<SyncJob> sync_jobs;
 
   // Options for net::HttpServer: limits plus listen, cert and key.
   net::ServerOptions ToServerOptions() const;

@@ -152,6 +152,9 @@ json GcTaskParams::ToJson() const {
 // --- TaskInfo --------------------------------------------------------------
 
 json TaskInfo::ToJson() const {
+  json params_json = kind == "gc" ? gc_params.ToJson()
+                     : kind == "sync" ? (sync_params.is_null() ? json::object() : sync_params)
+                                      : params.ToJson();
   json j = {{"id", id},
             {"kind", kind},
             {"store", store},
@@ -160,7 +163,7 @@ json TaskInfo::ToJson() const {
             {"started", started},
             {"started_at", datastore::FormatRfc3339(started)},
             {"ended", ended > 0 ? json(ended) : json(nullptr)},
-            {"params", kind == "gc" ? gc_params.ToJson() : params.ToJson()},
+            {"params", std::move(params_json)},
             {"progress", {{"phase", phase}, {"done_bytes", done_bytes}, {"total_bytes", total_bytes}}},
             {"summary", summary},
             {"result", result},
@@ -168,6 +171,7 @@ json TaskInfo::ToJson() const {
             {"problem_details", problem_details}};
   if (!error.empty()) j["error"] = error;
   if (!report.is_null()) j["report"] = report;
+  if (kind == "sync") j["job"] = job;
   return j;
 }
 
@@ -184,6 +188,9 @@ Result<TaskInfo> TaskInfo::FromJson(const json& j) {
     t.ended = j.at("ended").is_null() ? 0 : j["ended"].get<int64_t>();
     if (t.kind == "gc") {
       CAIRN_ASSIGN_OR_RETURN(t.gc_params, GcTaskParams::FromJson(j.at("params")));
+    } else if (t.kind == "sync") {
+      t.sync_params = j.at("params");
+      t.job = j.at("job").get<std::string>();
     } else {
       CAIRN_ASSIGN_OR_RETURN(t.params, VerifyTaskParams::FromJson(j.at("params")));
     }
@@ -424,6 +431,97 @@ Result<TaskManager::Started> TaskManager::StartGc(const std::string& store,
   std::string line = fmt::format("gc of datastore '{}' started by token '{}' (grace {} s{})",
                                  store, token, params.grace_s, params.dry_run ? ", dry run" : "");
   return Launch(std::move(info), line, [this](Task& task) { RunGc(task); });
+}
+
+void TaskManager::SetSyncJobs(std::vector<SyncJob> jobs, SyncSourceOpener opener) {
+  sync_jobs_ = std::move(jobs);
+  open_sync_source_ = std::move(opener);
+}
+
+Result<TaskManager::Started> TaskManager::StartSync(const std::string& job_name,
+                                                    const std::string& token,
+                                                    const std::string& store) {
+  auto job = std::find_if(sync_jobs_.begin(), sync_jobs_.end(),
+                          [&](const SyncJob& j) { return j.name == job_name; });
+  if (job == sync_jobs_.end() || (!store.empty() && job->store != store)) {
+    return NotFoundError(fmt::format("no sync job '{}'{}", job_name,
+                                     store.empty() ? "" : " into datastore '" + store + "'"));
+  }
+  if (!open_sync_source_) return FailedPreconditionError("this server runs no sync jobs");
+  if (stores_.find(job->store) == stores_.end()) {
+    return NotFoundError(fmt::format("no datastore named '{}'", job->store));
+  }
+  TaskInfo info;
+  info.kind = "sync";
+  info.job = job->name;
+  info.store = job->store;
+  info.token = token;
+  info.sync_params = job->ToJson();
+  std::string line = fmt::format("sync job '{}' into datastore '{}' started by {} (from {}{})",
+                                 job->name, job->store,
+                                 token == "(schedule)" ? "its schedule" : "token '" + token + "'",
+                                 job->from, job->ns.empty() ? "" : ", ns " + job->ns);
+  const SyncJob* j = &*job;
+  return Launch(std::move(info), line, [this, j](Task& task) { RunSync(task, *j); });
+}
+
+std::optional<TaskInfo> TaskManager::LastSync(const std::string& job) {
+  for (TaskInfo& t : List()) {  // newest first
+    if (t.kind == "sync" && t.job == job) return std::move(t);
+  }
+  return std::nullopt;
+}
+
+void TaskManager::RunSync(Task& task, const SyncJob& job) {
+  const std::string id = [&] {
+    std::lock_guard lock(task.mu);
+    return task.info.id;
+  }();
+  TaskLogger logger(logger_, "task " + id, [&](std::string_view line) {
+    std::lock_guard lock(task.mu);
+    AppendLog(task, line);
+  });
+  auto src = open_sync_source_(job);
+  if (!src.ok()) {
+    return FinishSync(task, src.status().WithContext(fmt::format("opening {}", job.from)));
+  }
+  sync::SyncOptions options = job.Options();
+  options.logger = &logger;
+  options.progress = &task.progress;
+  options.cancel = &task.cancel;
+  FinishSync(task, sync::RunSync(**src, *stores_.at(job.store), options));
+}
+
+void TaskManager::FinishSync(Task& task, const Result<sync::SyncReport>& report) {
+  std::lock_guard lock(task.mu);
+  TaskInfo& info = task.info;
+  info.ended = env_.NowUnixSeconds();
+  info.phase = task.progress.phase.load();
+  info.done_bytes = task.progress.done_bytes.load();
+  info.total_bytes = task.progress.total_bytes.load();
+  if (!report.ok()) {
+    // A chunk or file of the source that fails its check: damage, as a
+    // verify's "failed"; anything else could not run.
+    info.state =
+        report.status().code() == StatusCode::kDataLoss ? TaskState::kFailed : TaskState::kError;
+    info.error = Clean(report.status().message());
+    AppendLog(task, fmt::format("error: {}", info.error));
+  } else {
+    info.state = TaskState::kOk;
+    info.report = sync::SyncReportJson(*report);
+    std::vector<std::string> lines = sync::SyncReportLines(*report, false);
+    for (const std::string& line : lines) AppendLog(task, line);
+    const pipeline::Bottleneck b = task.progress.stages.Analyze();
+    if (b.measured) AppendLog(task, "bottleneck: " + b.Describe());
+    info.summary = lines.empty() ? std::string() : lines.back();
+    info.result = fmt::format("{} copied, {} already there, {} removed", report->copied,
+                              report->present, report->removed);
+  }
+  AppendLog(task, fmt::format("sync ended: {}", TaskStateName(info.state)));
+  if (Status s = Persist(info); !s.ok()) logger_.Warn("{}", s.message());
+  if (task.log) task.log->Close().IgnoreError();
+  logger_.Info("task {}: sync job '{}' into '{}' ended: {}{}", info.id, info.job, info.store,
+               TaskStateName(info.state), info.summary.empty() ? "" : ", " + info.summary);
 }
 
 void TaskManager::RunVerify(Task& task, std::vector<datastore::SnapshotRef> snapshots) {

@@ -1,8 +1,9 @@
 // Server-side tasks of `cairn serve` (docs/SERVER.md, "Server-side verify and
 // tasks"): a verify or a gc of one datastore, run in a background thread
 // exactly as a local `cairn verify` (quarantine, verify state recorded with
-// each snapshot, the ledger) or `cairn gc` would run it, with its progress,
-// outcome and a log.
+// each snapshot, the ledger) or `cairn gc` would run it, or a sync job
+// (server/sync_jobs.h) pulling into one, with its progress, outcome and a
+// log.
 //
 // Each task is persisted as STATE_DIR/tasks/ID.json (status, rewritten
 // atomically at start and end) and ID.log (timestamped lines, appended as
@@ -23,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,7 @@
 #include "datastore/datastore.h"
 #include "maintenance/gc.h"
 #include "server/scrub.h"
+#include "server/sync_jobs.h"
 #include "verify/verify.h"
 
 namespace cairn::server {
@@ -72,7 +75,8 @@ struct GcTaskParams {
 // The status of a task, as GET /api/v1/tasks/ID answers it (ToJson).
 struct TaskInfo {
   std::string id;  // 32 hex digits
-  std::string kind = "verify";  // "verify" or "gc"
+  std::string kind = "verify";  // "verify", "gc" or "sync"
+  std::string job;              // kind sync: the sync job's name
   std::string store;
   std::string token;  // the name of the token that started it
   TaskState state = TaskState::kRunning;
@@ -81,6 +85,7 @@ struct TaskInfo {
   int64_t ended = 0;    // 0 while running
   VerifyTaskParams params;  // kind verify ("params" in the JSON)
   GcTaskParams gc_params;   // kind gc ("params" in the JSON)
+  nlohmann::json sync_params;  // kind sync: the job (SyncJob::ToJson, "params")
   std::string phase;  // the verify pipeline's phase ("" before it starts)
   uint64_t done_bytes = 0, total_bytes = 0;
   // As the local verify prints them, once the task has ended:
@@ -91,7 +96,8 @@ struct TaskInfo {
   // The first kMaxProblemDetails problems (the log has them all).
   nlohmann::json problem_details = nlohmann::json::array();
   // gc, once ended ok: the report as `cairn gc --json` prints it
-  // (maintenance::GcReportJson); null otherwise.
+  // (maintenance::GcReportJson); sync, once ended: as `cairn sync --json`
+  // (sync::SyncReportJson); null otherwise.
   nlohmann::json report;
 
   nlohmann::json ToJson() const;
@@ -130,6 +136,18 @@ class TaskManager {
   Result<Started> StartGc(const std::string& store, const std::string& token,
                           const GcTaskParams& params);
 
+  // The sync jobs this manager runs, and how it opens their sources. Call
+  // once, before any StartSync.
+  void SetSyncJobs(std::vector<SyncJob> jobs, SyncSourceOpener opener);
+  const std::vector<SyncJob>& sync_jobs() const { return sync_jobs_; }
+  // Starts sync job `job` (sync::RunSync from its source into its
+  // datastore). NotFound for a job this server does not have, or (with
+  // `store` set) one that does not pull into `store`.
+  Result<Started> StartSync(const std::string& job, const std::string& token,
+                            const std::string& store = "");
+  // The newest task of sync job `job` (its last result), if any.
+  std::optional<TaskInfo> LastSync(const std::string& job);
+
   // NotFound for an unknown or malformed id.
   Result<TaskInfo> Get(const std::string& id);
   // Log lines from line `since` (0-based) on, and the total line count.
@@ -156,6 +174,8 @@ class TaskManager {
   void Finish(Task& task, const Result<verify::VerifyReport>& report);
   void RunGc(Task& task);
   void FinishGc(Task& task, const Result<maintenance::GcReport>& report);
+  void RunSync(Task& task, const SyncJob& job);
+  void FinishSync(Task& task, const Result<sync::SyncReport>& report);
   void AppendLog(Task& task, std::string_view line);
   Status Persist(const TaskInfo& info);
   std::string TaskPath(const std::string& id, std::string_view ext) const;
@@ -173,6 +193,8 @@ class TaskManager {
   bool stopping_ = false;
   std::map<std::string, std::shared_ptr<Task>> live_;   // id → task with a thread
   std::map<std::string, std::string> running_by_store_;  // store → id
+  std::vector<SyncJob> sync_jobs_;  // set once, before tasks start
+  SyncSourceOpener open_sync_source_;
 };
 
 // True for 32 lowercase hex digits (a task id; nothing else reaches a path).

@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +20,8 @@
 #include "maintenance/prune.h"
 #include "pipeline/concurrency_controller.h"
 #include "pipeline/fetch_pipeline.h"
+#include "pipeline/stage_meter.h"
+#include "pipeline/worker_group.h"
 #include "restore/chunk_read.h"
 #include "sync/sync_plan.h"
 
@@ -62,6 +66,39 @@ struct GroupState {
   IdSet known;
 };
 
+// Reads in flight over every group's pipeline, held to the one
+// controller's limit: each pipeline's I/O stage follows the same limit, so
+// without this, G groups at once would read G times as many. Cheap when
+// only one pipeline runs (a slot is always free).
+class ReadSlots {
+ public:
+  class Slot {
+   public:
+    Slot(ReadSlots& slots, const pipeline::ConcurrencyController& controller) : slots_(slots) {
+      std::unique_lock lock(slots_.mu_);
+      slots_.freed_.wait(lock, [&] { return slots_.in_flight_ < controller.limit(); });
+      ++slots_.in_flight_;
+    }
+    ~Slot() {
+      {
+        std::lock_guard lock(slots_.mu_);
+        --slots_.in_flight_;
+      }
+      slots_.freed_.notify_one();
+    }
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+
+   private:
+    ReadSlots& slots_;
+  };
+
+ private:
+  std::mutex mu_;
+  std::condition_variable freed_;
+  int in_flight_ = 0;  // GUARDED_BY(mu_)
+};
+
 class Syncer {
  public:
   Syncer(const Datastore& src, const Datastore& dst, const SyncOptions& options)
@@ -89,36 +126,92 @@ class Syncer {
           "--resync-corrupt needs a destination this client writes itself (a path or s3://): "
           "a server stores chunks only within a backup session");
     }
-    CAIRN_ASSIGN_OR_RETURN(detail::Selection sel, detail::Select(src_, options_));
-    CAIRN_ASSIGN_OR_RETURN(auto dst_all, dst_.ListAllSnapshots());
-    for (const SnapshotRef& s : dst_all) dst_names_.insert(s.RelDir());
-    for (const SnapshotRef& snap : sel.snapshots) {
-      if (dst_names_.count(snap.RelDir())) {
-        auto state = dst_.ReadVerifyState(snap);
-        if (options_.resync_corrupt && state &&
-            state->outcome == datastore::VerifyOutcome::kFailed) {
-          CAIRN_RETURN_IF_ERROR(Resync(snap));
-          continue;
-        }
-        report_.snapshots.push_back({DisplayName(snap), "present"});
-        ++report_.present;
-        continue;
-      }
-      CAIRN_RETURN_IF_ERROR(CopySnapshot(snap, dst_all));
+    if (options_.target_ns != options_.ns && dst_is_server_) {
+      return FailedPreconditionError(
+          "a namespace mapping (--target-ns) needs a destination this client writes itself (a "
+          "path or s3://): a server takes a snapshot only in the namespace its manifest names");
     }
-    if (options_.remove_vanished) CAIRN_RETURN_IF_ERROR(RemoveVanished(sel, dst_all));
+    CAIRN_ASSIGN_OR_RETURN(detail::Selection sel, detail::Select(src_, options_));
+    CAIRN_ASSIGN_OR_RETURN(dst_all_, dst_.ListAllSnapshots());
+    for (const SnapshotRef& s : dst_all_) dst_names_.insert(s.RelDir());
+    // The snapshots by group (each oldest first), groups in order.
+    std::vector<std::vector<SnapshotRef>> groups;
+    for (const SnapshotRef& snap : sel.snapshots) {
+      if (groups.empty() || !(groups.back().back().group == snap.group)) groups.emplace_back();
+      groups.back().push_back(snap);
+    }
+    // Groups run side by side (towards a path or an object store; a
+    // server's chunk sink serves one session at a time), each on its own
+    // fetch pipeline; the one controller bounds their reads together
+    // (ReadSlots). A dry run stays in order: it changes nothing worth
+    // the threads.
+    const int lanes = dst_is_server_ || options_.dry_run
+                          ? 1
+                          : static_cast<int>(std::min<size_t>(groups.size(), kMaxGroupsAtOnce));
+    parallel_ = lanes > 1;
+    if (parallel_ && options_.progress != nullptr) options_.progress->StartPhase("sync", 0);
+    std::atomic<size_t> next{0};
+    pipeline::WorkerGroup workers([this] { failed_.store(true); });
+    workers.Start(lanes, [&](int) -> Status {
+      for (size_t g = next++; g < groups.size() && !failed_.load(); g = next++) {
+        for (const SnapshotRef& snap : groups[g]) CAIRN_RETURN_IF_ERROR(SyncOne(snap));
+      }
+      return Status::Ok();
+    });
+    CAIRN_RETURN_IF_ERROR(workers.Wait());
+    if (parallel_) {
+      // In the order of the selection, as a run in order would list them.
+      std::map<std::string, size_t> order;
+      for (size_t i = 0; i < sel.snapshots.size(); ++i) order[DisplayName(sel.snapshots[i])] = i;
+      std::stable_sort(report_.snapshots.begin(), report_.snapshots.end(),
+                       [&](const SnapshotOutcome& a, const SnapshotOutcome& b) {
+                         return order[a.name] < order[b.name];
+                       });
+    }
+    if (options_.remove_vanished) CAIRN_RETURN_IF_ERROR(RemoveVanished(sel, dst_all_));
     report_.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
     return report_;
   }
 
  private:
+  static constexpr size_t kMaxGroupsAtOnce = 4;
+
+  bool Cancelled() const {
+    return failed_.load() || (options_.cancel != nullptr && options_.cancel->load());
+  }
+
+  // One snapshot of the selection: copied, resynced or found present.
+  Status SyncOne(const SnapshotRef& snap) {
+    if (Cancelled()) return CancelledError("sync cancelled");
+    const SnapshotRef to = detail::ToDst(snap, options_);
+    CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(to.group.ns)
+                              .WithContext(fmt::format("{} mapped to namespace '{}'",
+                                                       DisplayName(snap), to.group.ns)));
+    if (dst_names_.count(to.RelDir())) {
+      auto state = dst_.ReadVerifyState(to);
+      if (options_.resync_corrupt && state &&
+          state->outcome == datastore::VerifyOutcome::kFailed) {
+        return Resync(snap, to);
+      }
+      std::lock_guard lock(mu_);
+      report_.snapshots.push_back({DisplayName(snap), "present"});
+      ++report_.present;
+      return Status::Ok();
+    }
+    return CopySnapshot(snap, to, dst_all_);
+  }
+
   // The group's state on DST, loaded on first use: its newest snapshot
   // there and that snapshot's chunks.
   GroupState& StateOf(const GroupRef& group, const std::vector<SnapshotRef>& dst_all) {
     std::string key = group.RelDir();
+    std::unique_lock lock(mu_);
     auto it = groups_.find(key);
     if (it != groups_.end()) return it->second;
+    // One group is synced by one thread: its entry is this thread's
+    // once made (a map's nodes stay put).
     GroupState& st = groups_[key];
+    lock.unlock();
     for (const SnapshotRef& s : dst_all) {
       if (s.group == group && (!st.base || s.time > st.base->time)) st.base = s;
     }
@@ -143,7 +236,9 @@ class Syncer {
     return st;
   }
 
-  Status CopySnapshot(const SnapshotRef& snap, const std::vector<SnapshotRef>& dst_all) {
+  // `snap` on SRC becomes `to` on DST (the same name unless a namespace is mapped).
+  Status CopySnapshot(const SnapshotRef& snap, const SnapshotRef& to,
+                      const std::vector<SnapshotRef>& dst_all) {
     const int64_t start = src_.env().NowMonotonicNanos();
     // Held as a restore holds it: a forget on SRC (and gc after it) waits
     // until the copy is done. A server's mirror has the file to lock, too.
@@ -159,12 +254,12 @@ class Syncer {
       }
       return files.status();
     }
-    GroupState& group = StateOf(snap.group, dst_all);
+    GroupState& group = StateOf(to.group, dst_all);
     // Candidates: not in the base, not copied by this run already.
     std::vector<ChunkRef> todo;
     SnapshotOutcome out{DisplayName(snap), options_.dry_run ? "would copy" : "copied"};
     for (const ChunkRef& c : files->chunks) {
-      if (group.known.count(c.id) || (!dst_is_server_ && copied_.count(c.id))) {
+      if (group.known.count(c.id) || (!dst_is_server_ && CopiedBefore(c.id))) {
         ++out.chunks_skipped;
       } else {
         todo.push_back(c);
@@ -181,17 +276,19 @@ class Syncer {
         } else {
           ++out.chunks_copied;
           out.raw_bytes += c.length;
+          std::lock_guard lock(mu_);
           copied_.insert(c.id);
         }
       }
     } else {
       CAIRN_RETURN_IF_ERROR(
-          Commit(snap, *files, group, todo, &out)
+          Commit(snap, to, *files, group, todo, &out)
               .WithContext(fmt::format("sync of {} to {}", DisplayName(snap), dst_.DisplayName())));
       // This snapshot is the group's base from now on.
-      group.base = snap;
+      group.base = to;
       group.known.clear();
       for (const ChunkRef& c : files->chunks) group.known.insert(c.id);
+      std::lock_guard lock(mu_);
       ++report_.copied;
     }
     out.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
@@ -202,12 +299,12 @@ class Syncer {
   // A snapshot DST has and whose last verify there failed: every chunk of
   // it that DST lacks (verify quarantined the bad ones) is copied again.
   // Nothing else changes: the next verify on DST judges the result.
-  Status Resync(const SnapshotRef& snap) {
+  Status Resync(const SnapshotRef& snap, const SnapshotRef& to) {
     const int64_t start = src_.env().NowMonotonicNanos();
     auto src_lock = src_.LockSnapshotShared(snap);
     if (!src_lock.ok()) return src_lock.status().WithContext("resync: " + DisplayName(snap));
     CAIRN_ASSIGN_OR_RETURN(SnapshotFiles files, detail::ReadSnapshotFiles(src_, snap, false));
-    CAIRN_ASSIGN_OR_RETURN(index::Manifest theirs, dst_.ReadManifest(snap));
+    CAIRN_ASSIGN_OR_RETURN(index::Manifest theirs, dst_.ReadManifest(to));
     if (theirs.signed_content != files.manifest.signed_content) {
       return FailedPreconditionError(
           fmt::format("{} differs between {} and {} (not the same snapshot): not resynced",
@@ -226,11 +323,18 @@ class Syncer {
     }
     out.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
     Account(std::move(out));
+    std::lock_guard lock(mu_);
     ++report_.resynced;
     return Status::Ok();
   }
 
+  bool CopiedBefore(const crypto::Digest& id) {
+    std::lock_guard lock(mu_);
+    return copied_.count(id) > 0;
+  }
+
   void Account(SnapshotOutcome out) {
+    std::lock_guard lock(mu_);
     options_.logger->Debug("{} {}: {} chunks copied ({:.1f} MiB stored), {} present", out.action,
                            out.name, out.chunks_copied, out.stored_bytes / 1048576.0,
                            out.chunks_skipped);
@@ -241,14 +345,15 @@ class Syncer {
     report_.snapshots.push_back(std::move(out));
   }
 
-  Status Commit(const SnapshotRef& snap, const SnapshotFiles& files, const GroupState& group,
-                const std::vector<ChunkRef>& todo, SnapshotOutcome* out) {
+  Status Commit(const SnapshotRef& snap, const SnapshotRef& to, const SnapshotFiles& files,
+                const GroupState& group, const std::vector<ChunkRef>& todo,
+                SnapshotOutcome* out) {
     std::unique_ptr<datastore::SnapshotTarget> target;
     std::unique_ptr<FileLock> base_lock;
     if (dst_.remote() != nullptr) {
-      CAIRN_ASSIGN_OR_RETURN(target, dst_.remote()->BeginSnapshot(snap));
+      CAIRN_ASSIGN_OR_RETURN(target, dst_.remote()->BeginSnapshot(to));
     } else {
-      CAIRN_ASSIGN_OR_RETURN(target, datastore::LocalSnapshotTarget::Begin(dst_, snap));
+      CAIRN_ASSIGN_OR_RETURN(target, datastore::LocalSnapshotTarget::Begin(dst_, to));
     }
     if (group.base) {
       // The base stays while its chunks count as present (a forget and gc
@@ -266,7 +371,7 @@ class Syncer {
     if (!dst_is_server_) CAIRN_RETURN_IF_ERROR(WriteExtras(snap, *target));
     CAIRN_RETURN_IF_ERROR(target->Commit(files.manifest_stored));
     if (!dst_is_server_) {
-      CopyOwner(snap.group);
+      CopyOwner(snap.group, to.group);
     } else if (options_.set_on_server) {
       SetOnServer(snap);
     }
@@ -307,9 +412,9 @@ class Syncer {
   }
 
   // A group new on DST gets SRC's owner (a server's backup token), if any.
-  void CopyOwner(const GroupRef& group) {
+  void CopyOwner(const GroupRef& group, const GroupRef& dst_group) {
     static constexpr char kOwner[] = "owner";  // server/backup_session.h: kOwnerFileName
-    const std::string to = JoinPath(dst_.GroupDir(group), kOwner);
+    const std::string to = JoinPath(dst_.GroupDir(dst_group), kOwner);
     if (dst_.env().Stat(to).ok()) return;
     auto owner = ReadWholeFile(src_.env(), JoinPath(src_.GroupDir(group), kOwner), 4096);
     if (!owner.ok()) return;
@@ -324,8 +429,18 @@ class Syncer {
     std::atomic<uint64_t> copied{0}, skipped{0}, stored{0}, raw{0};
     uint64_t total = 0;
     for (const ChunkRef& c : todo) total += c.length;
-    if (options_.progress != nullptr) options_.progress->StartPhase("sync", total);
+    if (options_.progress != nullptr) {
+      if (parallel_) {
+        options_.progress->total_bytes.fetch_add(total, std::memory_order_relaxed);
+      } else {
+        options_.progress->StartPhase("sync", total);
+      }
+    }
     store::ChunkSink& sink = dst_.sink();
+    // Where the time goes (the summary's bottleneck line): the pipeline
+    // times source reads and the workers' waits; here the check on arrival
+    // (decode) and DST's inserts (target writes).
+    pipeline::StageMeter* meter = pipeline::MeterOf(options_.progress);
     const bool network = source_.Traits().medium == store::MediumKind::kNetwork;
     pipeline::FetchPipelineOptions popts;
     popts.controller = &controller_;
@@ -336,6 +451,7 @@ class Syncer {
     Status s = pipeline::RunFetchPipeline(
         todo.size(),
         [&](size_t i, ReadBuffer* data) -> Status {
+          if (Cancelled()) return CancelledError("sync cancelled");
           // A chunk DST has is never fetched (a server is not asked: its
           // sink knows this session's uploads only).
           if (!dst_is_server_) {
@@ -346,7 +462,10 @@ class Syncer {
               return Status::Ok();
             }
           }
-          CAIRN_RETURN_IF_ERROR(restore::ReadStoredChunk(source_, todo[i].id, data));
+          {
+            ReadSlots::Slot slot(slots_, controller_);
+            CAIRN_RETURN_IF_ERROR(restore::ReadStoredChunk(source_, todo[i].id, data));
+          }
           if (limiter_) limiter_->Acquire(data->size());
           return Status::Ok();
         },
@@ -358,7 +477,10 @@ class Syncer {
             return Status::Ok();
           }
           thread_local ReadBuffer scratch;
-          Status check = CheckArrived(data, c, encrypted, &scratch);
+          Status check = [&] {
+            pipeline::StageTimer timer(meter, pipeline::Stage::kDecode);
+            return CheckArrived(data, c, encrypted, &scratch);
+          }();
           if (check.code() == StatusCode::kDataLoss && network) {
             // Bytes can be damaged on the way: judged only if a second read fails too.
             ReadBuffer again;
@@ -373,7 +495,10 @@ class Syncer {
                                                  crypto::DigestHex(c.id),
                                                  source_.Traits().description));
           }
-          CAIRN_RETURN_IF_ERROR(sink.Insert(c.id, data).status());
+          {
+            pipeline::StageTimer timer(meter, pipeline::Stage::kTargetWrites);
+            CAIRN_RETURN_IF_ERROR(sink.Insert(c.id, data).status());
+          }
           copied.fetch_add(1, std::memory_order_relaxed);
           stored.fetch_add(data.size(), std::memory_order_relaxed);
           raw.fetch_add(c.length, std::memory_order_relaxed);
@@ -381,6 +506,7 @@ class Syncer {
         },
         [&](size_t i) { return uint64_t{todo[i].length} * 2; }, popts, &stats);
     CAIRN_RETURN_IF_ERROR(s);
+    std::lock_guard lock(mu_);
     report_.peak_reads_in_flight =
         std::max(report_.peak_reads_in_flight, stats.peak_reads_in_flight);
     out->chunks_copied += copied;
@@ -397,10 +523,14 @@ class Syncer {
   // source's marker and that SRC no longer has; protected ones stay.
   Status RemoveVanished(const detail::Selection& sel, const std::vector<SnapshotRef>& dst_all) {
     std::set<std::string> on_src;
-    for (const SnapshotRef& s : sel.src_all) on_src.insert(s.RelDir());
+    for (const SnapshotRef& s : sel.src_all) {
+      if (detail::InScope(s.group.ns, options_)) on_src.insert(detail::ToDst(s, options_).RelDir());
+    }
+    std::vector<GroupRef> groups;
+    for (const GroupRef& g : sel.groups) groups.push_back(detail::ToDst(g, options_));
     for (const SnapshotRef& s : dst_all) {
       if (on_src.count(s.RelDir())) continue;
-      if (std::find(sel.groups.begin(), sel.groups.end(), s.group) == sel.groups.end()) continue;
+      if (std::find(groups.begin(), groups.end(), s.group) == groups.end()) continue;
       auto marker =
           ReadWholeFile(dst_.env(), JoinPath(dst_.SnapshotDir(s), kSyncMarkerFileName), 64 << 10);
       if (!marker.ok()) continue;  // not made by sync
@@ -429,13 +559,72 @@ class Syncer {
   pipeline::ConcurrencyController
       controller_;  // shared by all snapshots: what it learnt carries over
   std::unique_ptr<RateLimiter> limiter_;
-  std::set<std::string> dst_names_;
-  std::map<std::string, GroupState> groups_;
-  IdSet copied_;  // chunks this run stored on DST (not towards a server)
-  SyncReport report_;
+  std::vector<SnapshotRef> dst_all_;   // set before the groups start
+  std::set<std::string> dst_names_;    // set before the groups start
+  bool parallel_ = false;              // groups run side by side
+  std::atomic<bool> failed_{false};    // a group failed: the others stop
+  ReadSlots slots_;
+  std::mutex mu_;
+  std::map<std::string, GroupState> groups_;  // GUARDED_BY(mu_) (insertion)
+  IdSet copied_;  // GUARDED_BY(mu_): chunks this run stored on DST (not towards a server)
+  SyncReport report_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace
+
+nlohmann::json SyncReportJson(const SyncReport& r) {
+  nlohmann::json snaps = nlohmann::json::array();
+  for (const auto& s : r.snapshots) {
+    snaps.push_back({{"snapshot", s.name},
+                     {"action", s.action},
+                     {"chunks_copied", s.chunks_copied},
+                     {"chunks_skipped", s.chunks_skipped},
+                     {"stored_bytes", s.stored_bytes},
+                     {"raw_bytes", s.raw_bytes},
+                     {"seconds", s.seconds}});
+  }
+  return {{"snapshots", snaps},
+          {"copied", r.copied},
+          {"present", r.present},
+          {"removed", r.removed},
+          {"resynced", r.resynced},
+          {"chunks_copied", r.chunks_copied},
+          {"chunks_skipped", r.chunks_skipped},
+          {"stored_bytes", r.stored_bytes},
+          {"raw_bytes", r.raw_bytes},
+          {"seconds", r.seconds},
+          {"mib_per_second", r.seconds > 0 ? r.raw_bytes / 1048576.0 / r.seconds : 0.0},
+          {"peak_reads_in_flight", r.peak_reads_in_flight}};
+}
+
+std::vector<std::string> SyncReportLines(const SyncReport& r, bool dry_run) {
+  std::vector<std::string> lines;
+  for (const auto& s : r.snapshots) {
+    if (s.action == "present") continue;
+    if (s.action == "removed" || s.action == "would remove") {
+      lines.push_back(fmt::format("{:<12} {}", s.action, s.name));
+      continue;
+    }
+    lines.push_back(fmt::format("{:<12} {}  {} chunks ({}{}), {} present", s.action, s.name,
+                                s.chunks_copied, HumanBytes(dry_run ? s.raw_bytes : s.stored_bytes),
+                                dry_run ? " before compression" : "", s.chunks_skipped));
+  }
+  size_t copying = 0;
+  for (const auto& s : r.snapshots) copying += s.action == "copied" || s.action == "would copy";
+  std::string line = fmt::format(
+      "{} {} snapshot(s), {} already there, {} {}; {} chunks {} ({} stored, {} raw), "
+      "{} present; {:.1f} s",
+      dry_run ? "would copy" : "copied", copying, r.present, r.removed,
+      dry_run ? "to remove" : "removed", r.chunks_copied, dry_run ? "to copy" : "copied",
+      HumanBytes(r.stored_bytes), HumanBytes(r.raw_bytes), r.chunks_skipped, r.seconds);
+  if (r.resynced > 0)
+    line += fmt::format("; {} snapshot(s) {}", r.resynced, dry_run ? "to resync" : "resynced");
+  if (!dry_run && r.raw_bytes > 0 && r.seconds > 0) {
+    line += fmt::format(", {:.0f} MiB/s", r.raw_bytes / 1048576.0 / r.seconds);
+  }
+  lines.push_back(std::move(line));
+  return lines;
+}
 
 Result<SyncReport> RunSync(const Datastore& src, const Datastore& dst, const SyncOptions& options) {
   if (options.logger == nullptr) return InvalidArgumentError("sync: no logger");

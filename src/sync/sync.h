@@ -46,6 +46,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/logging.h"
 #include "base/status.h"
 #include "datastore/datastore.h"
@@ -65,6 +67,14 @@ struct SyncOptions {
   std::vector<std::string> selection;
   // Only this namespace and those below it ("" = all of them).
   std::string ns;
+  // Where `ns` lands on DST: a snapshot in ns/REST goes to target_ns/REST
+  // (PBS's namespace mapping; "" with ns "" = the same names). The manifest
+  // keeps the namespace it was made in (an encrypted one is signed), so a
+  // mapping needs a DST this client writes itself (a path or s3://).
+  std::string target_ns;
+  // Namespace levels below `ns` that are synced: 0 = `ns` itself only,
+  // -1 = all.
+  int max_depth = -1;
   GroupFilter filter;
   int transfer_last = 0;       // > 0: only the newest N (that pass the other filters) of each group
   bool verified_only = false;  // only snapshots whose last verify on SRC passed
@@ -86,6 +96,9 @@ struct SyncOptions {
   // the snapshot itself is there. Null: neither carries over.
   std::function<Status(const datastore::SnapshotRef&, std::string_view notes, bool protect)>
       set_on_server;
+  // Set (by another thread) to stop: no further snapshot or chunk starts,
+  // the run ends with Cancelled; the snapshots committed so far stay.
+  const std::atomic<bool>* cancel = nullptr;
   Logger* logger = nullptr;                // REQUIRED
   pipeline::Progress* progress = nullptr;  // optional
   // Where chunks are read instead of src.source() (a latency wrapper for
@@ -117,6 +130,13 @@ struct SyncReport {
   double seconds = 0;
   int peak_reads_in_flight = 0;
 };
+
+// The report as `cairn sync --json` prints it (without "from", "to",
+// "dry_run") and a server's sync task keeps it.
+nlohmann::json SyncReportJson(const SyncReport& report);
+// The report as `cairn sync` prints it: one line per snapshot copied,
+// resynced or removed, then the summary line.
+std::vector<std::string> SyncReportLines(const SyncReport& report, bool dry_run);
 
 // Runs a sync. Errors name the snapshot and chunk: DataLoss for a chunk or
 // file of SRC that fails its check (nothing of that snapshot appears on

@@ -24,6 +24,13 @@ bool InNamespace(const std::string& ns, const std::string& scope) {
   return scope.empty() || ns == scope || ns.starts_with(scope + "/");
 }
 
+// Levels of `ns` below `scope` (which holds it): "a/b/c" below "a" is 2.
+int DepthBelow(const std::string& ns, const std::string& scope) {
+  if (ns.size() == scope.size()) return 0;
+  std::string_view rest = std::string_view(ns).substr(scope.empty() ? 0 : scope.size() + 1);
+  return 1 + static_cast<int>(std::count(rest.begin(), rest.end(), '/'));
+}
+
 auto GroupKey(const GroupRef& g) { return std::tie(g.ns, g.type, g.id); }
 
 struct Named {
@@ -78,12 +85,34 @@ Result<bool> PassesContentFilters(const datastore::Datastore& src, const Snapsho
 
 }  // namespace
 
+bool InScope(const std::string& ns, const SyncOptions& options) {
+  if (!InNamespace(ns, options.ns)) return false;
+  return options.max_depth < 0 || DepthBelow(ns, options.ns) <= options.max_depth;
+}
+
+
+GroupRef ToDst(const GroupRef& group, const SyncOptions& options) {
+  if (options.target_ns == options.ns) return group;
+  GroupRef out = group;
+  std::string rest = group.ns.substr(options.ns.size());  // "" or "/x/y" (or "x/y" from the root)
+  if (!rest.empty() && rest[0] == '/') rest.erase(0, 1);
+  out.ns = options.target_ns.empty() ? rest
+           : rest.empty()            ? options.target_ns
+                                     : options.target_ns + "/" + rest;
+  return out;
+}
+
+SnapshotRef ToDst(const SnapshotRef& snap, const SyncOptions& options) {
+  return SnapshotRef{ToDst(snap.group, options), snap.time};
+}
+
 std::string DisplayName(const SnapshotRef& snap) {
   return snap.group.ns.empty() ? snap.ToString() : snap.group.ns + ":" + snap.ToString();
 }
 
 Result<Selection> Select(const datastore::Datastore& src, const SyncOptions& options) {
   CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(options.ns));
+  CAIRN_RETURN_IF_ERROR(datastore::ValidateNamespace(options.target_ns));
   Selection sel;
   CAIRN_ASSIGN_OR_RETURN(sel.src_all, src.ListAllSnapshots());
   std::sort(sel.src_all.begin(), sel.src_all.end(), [](const auto& a, const auto& b) {
@@ -92,7 +121,7 @@ Result<Selection> Select(const datastore::Datastore& src, const SyncOptions& opt
   CAIRN_ASSIGN_OR_RETURN(Named named, ParseSelection(src, options, sel.src_all));
   std::map<std::tuple<std::string, std::string, std::string>, std::vector<SnapshotRef>> by_group;
   for (const SnapshotRef& s : sel.src_all) {
-    if (!InNamespace(s.group.ns, options.ns) || !options.filter.Matches(s.group)) continue;
+    if (!InScope(s.group.ns, options) || !options.filter.Matches(s.group)) continue;
     if (named.Any() && !named.Covers(s)) continue;
     CAIRN_ASSIGN_OR_RETURN(bool pass, PassesContentFilters(src, s, options));
     if (pass) by_group[GroupKey(s.group)].push_back(s);
@@ -110,7 +139,7 @@ Result<Selection> Select(const datastore::Datastore& src, const SyncOptions& opt
     sel.groups = named.groups;
   } else {
     for (const SnapshotRef& s : sel.src_all) {
-      if (!InNamespace(s.group.ns, options.ns) || !options.filter.Matches(s.group)) continue;
+      if (!InScope(s.group.ns, options) || !options.filter.Matches(s.group)) continue;
       if (sel.groups.empty() || !(sel.groups.back() == s.group)) sel.groups.push_back(s.group);
     }
   }

@@ -29,6 +29,12 @@ struct Selection {
 };
 Result<Selection> Select(const datastore::Datastore& src, const SyncOptions& options);
 
+// Where a SRC group or snapshot lands on DST (options.ns → target_ns).
+datastore::GroupRef ToDst(const datastore::GroupRef& group, const SyncOptions& options);
+datastore::SnapshotRef ToDst(const datastore::SnapshotRef& snap, const SyncOptions& options);
+// Whether namespace `ns` is covered: within options.ns, max_depth below it.
+bool InScope(const std::string& ns, const SyncOptions& options);
+
 // "vm/100/TIME", or "a/b:vm/100/TIME" in a namespace.
 std::string DisplayName(const datastore::SnapshotRef& snap);
 

@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "blob/blob.h"
+#include "pipeline/progress.h"
 #include "datastore/snapshot_writer.h"
 #include "store/injecting_source.h"
 #include "tests/unit_test_util.h"
@@ -35,7 +38,8 @@ class RunSyncTest : public ::testing::Test {
     Commit(kT0 + 60, 4);
   }
 
-  void Commit(int64_t time, uint64_t first_seed) {
+  void Commit(int64_t time, uint64_t first_seed) { Commit(group_, time, first_seed); }
+  void Commit(const datastore::GroupRef& group, int64_t time, uint64_t first_seed) {
     std::vector<crypto::Digest> ids;
     for (uint64_t i = 0; i < 12; ++i) {
       Bytes plain = test_util::RandomBytes(kChunk, first_seed + i);
@@ -44,7 +48,7 @@ class RunSyncTest : public ::testing::Test {
       ASSERT_TRUE(stored.ok());
       CAIRN_ASSERT_OK(src_->chunks().Insert(ids.back(), *stored));
     }
-    auto w = datastore::SnapshotWriter::Begin(*src_, {group_, time});
+    auto w = datastore::SnapshotWriter::Begin(*src_, {group, time});
     CAIRN_ASSERT_OK(w);
     CAIRN_ASSERT_OK((*w)->AddImage("disk0.img", index::FixedIndex(12 * kChunk, kChunk, ids)));
     CAIRN_ASSERT_OK((*w)->Commit("test"));
@@ -94,6 +98,68 @@ TEST_F(RunSyncTest, EachChunkReadOnceStoredAsIsAndNothingTheSecondTime) {
   EXPECT_EQ(again->copied, 0u);
   EXPECT_EQ(again->present, 2u);
   EXPECT_EQ(source.reads(), 16u);
+}
+
+// Counts the reads in flight through it, and the most at once.
+class CountingSource : public store::ChunkSource {
+ public:
+  explicit CountingSource(store::ChunkSource& base) : base_(base) {}
+  Result<Bytes> Read(const store::ChunkId& id) override {
+    Enter();
+    auto r = base_.Read(id);
+    --now_;
+    return r;
+  }
+  Status ReadInto(const store::ChunkId& id, ReadBuffer* out) override {
+    Enter();
+    Status s = base_.ReadInto(id, out);
+    --now_;
+    return s;
+  }
+  store::SourceTraits Traits() const override { return base_.Traits(); }
+  int most() const { return most_.load(); }
+
+ private:
+  void Enter() {
+    int n = ++now_;
+    int m = most_.load();
+    while (n > m && !most_.compare_exchange_weak(m, n)) {
+    }
+  }
+  store::ChunkSource& base_;
+  std::atomic<int> now_{0}, most_{0};
+};
+
+TEST_F(RunSyncTest, GroupsRunSideBySideWithinOneReadBudget) {
+  // Three more groups: four in all, copied by parallel group runs whose
+  // reads together stay within the one controller's pinned limit.
+  for (int g = 1; g <= 3; ++g) {
+    Commit({"", "vm", std::to_string(100 + g)}, kT0, 100 * static_cast<uint64_t>(g));
+  }
+  store::InjectingSource slow(src_->source(), {.latency_us = 3000});
+  CountingSource source(slow);
+  SyncOptions options = Options(&source);
+  options.jobs = 3;
+  pipeline::Progress progress;
+  options.progress = &progress;
+  auto report = RunSync(*src_, *dst_, options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_EQ(report->copied, 5u);
+  EXPECT_EQ(report->chunks_copied, 16u + 3 * 12u);
+  EXPECT_LE(source.most(), 3);
+  EXPECT_EQ(progress.done_bytes.load(), progress.total_bytes.load());
+  // Listed in the selection's order, each group's snapshots oldest first.
+  ASSERT_EQ(report->snapshots.size(), 5u);
+  EXPECT_EQ(report->snapshots[0].name, "vm/100/2026-11-30T05:00:00Z");
+  EXPECT_EQ(report->snapshots[1].name, "vm/100/2026-11-30T05:01:00Z");
+  EXPECT_EQ(report->snapshots[4].name, "vm/103/2026-11-30T05:00:00Z");
+  auto snaps = dst_->ListAllSnapshots();
+  CAIRN_ASSERT_OK(snaps);
+  EXPECT_EQ(snaps->size(), 5u);
+  auto again = RunSync(*src_, *dst_, Options(&source));
+  CAIRN_ASSERT_OK(again);
+  EXPECT_EQ(again->present, 5u);
+  EXPECT_EQ(again->chunks_copied, 0u);
 }
 
 TEST_F(RunSyncTest, ChunkDamagedOnTheWayIsRefusedAndNothingAppears) {

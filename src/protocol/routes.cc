@@ -96,6 +96,8 @@ Route StoreRoute(const std::vector<std::string_view>& seg) {
     if (what == "snapshot") r.kind = RouteKind::kSnapshot;
     if (what == "protected") r.kind = RouteKind::kProtected;
     if (what == "notes") r.kind = RouteKind::kNotes;
+    if (what == "tree") r.kind = RouteKind::kTree;
+    if (what == "throughput") r.kind = RouteKind::kThroughput;
     if (what == "verify" || what == "gc") {
       r.kind = RouteKind::kStoreTask;
       r.step = what;

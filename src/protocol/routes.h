@@ -77,6 +77,8 @@ enum class RouteKind {
   kSnapshot,       // DELETE stores/S/snapshot
   kProtected,      // PUT stores/S/protected
   kNotes,          // GET|PUT stores/S/notes
+  kTree,           // GET stores/S/tree: a tree archive's directory, or one file (dashboard)
+  kThroughput,     // GET stores/S/throughput: bytes in and out lately (dashboard)
   kStoreTask,      // POST stores/S/verify, stores/S/gc (step = "verify" or "gc")
   kTasks,          // GET tasks
   kTask,           // GET tasks/ID (id)

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -52,6 +53,10 @@ struct ApiOptions {
   int max_failed_logins_per_minute = 20;
   // Chunk reads and writes are counted here (server/metrics.h); null: not.
   ServerMetrics* metrics = nullptr;
+  // For tests only (`cairn serve --inject-task-latency`, hidden): every
+  // chunk read of a verify task sleeps this long, one at a time, so a test
+  // can watch one run.
+  int64_t task_read_latency_us = 0;
 };
 
 struct ApiShared;
@@ -76,6 +81,9 @@ class Api {
   // task the server knows (read from the state directory).
   size_t OpenSessions();
   std::vector<TaskInfo> Tasks();
+  // What GET /metrics on the API port answers (metrics and admin tokens;
+  // a token bound to one datastore gets only its series). Until set, 404.
+  void SetMetricsRenderer(std::function<std::string()> render);
 
  private:
   std::unique_ptr<ApiShared> shared_;

@@ -146,5 +146,40 @@ TEST_F(BottleneckTest, BackupReportsItsStages) {
   EXPECT_EQ(LastLine(r.out).rfind("bottleneck: ", 0), 0u) << r.out;
 }
 
+// gc: the mark reads and decodes the indexes (decode, source reads), the
+// sweep lists and stats the chunk directories (metadata) and renames or
+// removes garbage (target writes). A second snapshot's chunks are garbage
+// once it is forgotten.
+TEST_F(BottleneckTest, GcReportsItsStages) {
+  ImageWriter(Path("d1.raw"), 2 * kChunk, 9).Random(0, 2 * kChunk);
+  Backup("vm/101", 1, {"disk0.img=" + Path("d1.raw")});
+  ASSERT_EQ(OnStore("forget", {Snap("vm/101", 1)}).exit_code, kExitOk);
+  nlohmann::json j = RunJson("gc", {"--grace", "0", "--threads", "2"});
+  EXPECT_EQ(j["removed_chunks"], 2u) << j.dump(2);
+  const nlohmann::json& b = j["bottleneck"];
+  ExpectReport(b);
+  EXPECT_GT(b["stages"]["metadata"]["seconds"].get<double>(), 0) << b.dump(2);
+  EXPECT_GT(b["stages"]["target_writes"]["seconds"].get<double>(), 0) << b.dump(2);
+  EXPECT_GT(b["stages"]["read_wait"]["seconds"].get<double>() +
+                b["stages"]["decode"]["seconds"].get<double>(),
+            0)
+      << b.dump(2);
+  RunResult r = OnStore("gc", {"--grace", "0"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(LastLine(r.out).rfind("bottleneck: ", 0), 0u) << r.out;
+}
+
+// A slow disk under the indexes (every read sleeps 300 ms): the mark's
+// reads must be named, not the sweep's 4096 directory listings.
+TEST_F(BottleneckTest, GcSlowIndexReadsNameSourceReads) {
+  nlohmann::json j = RunJson("gc", {"--grace", "0", "--threads", "2", "--dry-run",
+                                    "--inject-read-latency", "300"});
+  const nlohmann::json& b = j["bottleneck"];
+  ExpectReport(b);
+  EXPECT_EQ(b["stage"], "source_reads") << b.dump(2);
+  EXPECT_FALSE(b["cpu_bound"].get<bool>()) << b.dump(2);
+  EXPECT_EQ(b["line"].get<std::string>().rfind("source reads (reads waited ", 0), 0u) << b.dump(2);
+}
+
 }  // namespace
 }  // namespace cairn::cli_test

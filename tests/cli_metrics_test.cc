@@ -16,8 +16,10 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "cli_server_fixture.h"
+#include "net/http_client.h"
 
 namespace cairn::cli_test {
 namespace {
@@ -203,6 +205,152 @@ TEST_F(MetricsTest, OnlyMetricsIsServed) {
   EXPECT_EQ(HttpGet(metrics_port_, "/metrics", "POST").first, 405);
   EXPECT_EQ(HttpGet(metrics_port_, "/metrics?x=1").first, 200);
   EXPECT_TRUE(server_->alive());
+}
+
+// /metrics on the API port: tokens with the metrics role.
+class ApiMetricsTest : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    if (HasFatalFailure()) return;
+    state_ = Path("state");
+    other_ = Path("other");
+    ASSERT_EQ(Cairn({"init", other_}).exit_code, 0);
+    ImageWriter(Path("d0.raw"), 3 * kChunk, 5).Random(0, 3 * kChunk);
+    Backup("vm/100", 1, {"disk0.img=" + Path("d0.raw")});
+    for (const auto& [name, store, role] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"scraper", "*", "metrics"}, {"scoped", "main", "metrics"},
+             {"reader1", "main", "reader"}, {"admin1", "*", "admin"}}) {
+      RunResult r = Cairn({"token", "create", name, "--state-dir", state_, "--store", store,
+                           "--role", role});
+      ASSERT_EQ(r.exit_code, 0) << r.Describe();
+      tokens_[name] = r.out.substr(0, r.out.find('\n'));
+    }
+    // No --metrics-listen: the API port alone. Each chunk read of a verify
+    // task sleeps 700 ms, one read at a time, so one is seen running.
+    server_ = std::make_unique<ServerProcess>(
+        std::vector<std::string>{"serve", "--listen", "127.0.0.1:0", "--store", "main=" + store(),
+                                 "--store", "other=" + other_, "--state-dir", state_,
+                                 "--metrics-refresh", "1", "--inject-task-latency", "700"},
+        Path("server.err"));
+    ASSERT_GT(server_->port(), 0);
+  }
+
+  net::HttpResponse Call(const std::string& token, std::string_view method,
+                         const std::string& target, std::string_view body = {}) {
+    net::ClientOptions o;
+    o.host = "127.0.0.1";
+    o.port = static_cast<uint16_t>(server_->port());
+    o.fingerprint = server_->fingerprint();
+    if (!token.empty()) o.authorization = "Bearer " + tokens_.at(token);
+    auto c = net::HttpConnection::Connect(o);
+    if (!c.ok()) {
+      ADD_FAILURE() << c.status().ToString();
+      return {};
+    }
+    auto r = (*c)->Request(method, target,
+                           ByteSpan(reinterpret_cast<const uint8_t*>(body.data()), body.size()),
+                           "application/json");
+    if (!r.ok()) {
+      ADD_FAILURE() << method << " " << target << ": " << r.status().ToString();
+      return {};
+    }
+    return std::move(*r);
+  }
+  static std::string Text(const net::HttpResponse& r) { return std::string(AsStringView(r.body)); }
+
+  std::string Scrape(const std::string& token) {
+    net::HttpResponse r = Call(token, "GET", "/metrics");
+    EXPECT_EQ(r.status, 200) << Text(r);
+    return Text(r);
+  }
+
+  std::string state_, other_;
+  std::map<std::string, std::string> tokens_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(ApiMetricsTest, AMetricsTokenScrapesTheApiPortAndNothingElse) {
+  // Store figures are read from the first scrape on, every second.
+  std::map<std::string, double> all;
+  for (int i = 0; i < 120; ++i) {
+    all = Parse(Scrape("scraper"), tmp_.path());
+    if (At(all, R"(cairn_store_figures_ok{store="other"})") == 1 &&
+        At(all, R"(cairn_store_figures_ok{store="main"})") == 1) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  EXPECT_GE(At(all, "cairn_up_seconds{}"), 0);
+  EXPECT_EQ(At(all, R"(cairn_store_chunks{store="main"})"), 3);
+  EXPECT_EQ(At(all, R"(cairn_store_figures_ok{store="other"})"), 1);
+  // An admin token reads them too.
+  EXPECT_NE(Scrape("admin1").find("cairn_store_chunks{store=\"main\"}"), std::string::npos);
+
+  // A metrics token of one datastore: its series and the server's, no other's.
+  const std::string scoped = Scrape("scoped");
+  auto samples = Parse(scoped, tmp_.path());
+  EXPECT_EQ(At(samples, R"(cairn_store_chunks{store="main"})"), 3);
+  EXPECT_EQ(scoped.find("store=\"other\""), std::string::npos) << scoped;
+  EXPECT_GE(At(samples, "cairn_up_seconds{}"), 0);
+
+  // Nothing but /metrics for a metrics token; no /metrics for a reader.
+  EXPECT_EQ(Call("scraper", "GET", "/api/v1/stores").status, 403);
+  EXPECT_EQ(Call("scraper", "GET", "/api/v1/stores/main/snapshots").status, 403);
+  EXPECT_EQ(Call("scraper", "POST", "/api/v1/stores/main/verify", "{}").status, 403);
+  EXPECT_EQ(Call("reader1", "GET", "/metrics").status, 403);
+  EXPECT_EQ(Call("", "GET", "/metrics").status, 401);
+  EXPECT_EQ(Call("scraper", "POST", "/metrics").status, 405);
+}
+
+TEST_F(ApiMetricsTest, VerifyCoverageAndARunningTasksStages) {
+  auto figures_read = [&](const std::map<std::string, double>& m) {
+    return At(m, R"(cairn_store_figures_ok{store="main"})") == 1;
+  };
+  std::map<std::string, double> m;
+  for (int i = 0; i < 120 && !figures_read(m); ++i) {
+    m = Parse(Scrape("scraper"), tmp_.path());
+    if (!figures_read(m)) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  // Never verified: nothing covered; an empty store is covered.
+  EXPECT_EQ(At(m, R"(cairn_store_verify_coverage_ratio{store="main",within_days="30"})"), 0);
+  EXPECT_EQ(At(m, R"(cairn_store_verify_coverage_ratio{store="other",within_days="1"})"), 1);
+
+  net::HttpResponse started = Call("admin1", "POST", "/api/v1/stores/main/verify", "{}");
+  ASSERT_EQ(started.status, 202) << Text(started);
+  // While it runs (three reads of 700 ms, one after the other): its stages,
+  // by store and kind.
+  std::string running;
+  for (int i = 0; i < 200; ++i) {
+    std::string text = Scrape("scraper");
+    if (text.find("cairn_task_stage_busy_ratio{store=\"main\",kind=\"verify\",stage=\"read_wait\"}") !=
+        std::string::npos) {
+      running = text;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(running.empty()) << "no stage shares of the running verify were exported";
+  m = Parse(running, tmp_.path());
+  EXPECT_EQ(At(m, R"(cairn_tasks_running{kind="verify"})"), 1);
+  // Its reads are what it waited for.
+  EXPECT_GT(At(m, R"(cairn_task_stage_busy_ratio{kind="verify",stage="read_wait",store="main"})"),
+            0);
+  EXPECT_GE(At(m, R"(cairn_task_stage_busy_ratio{kind="verify",stage="decode",store="main"})"), 0);
+  EXPECT_GE(At(m, R"(cairn_task_cpu_ratio{kind="verify",store="main"})"), 0);
+  EXPECT_EQ(Sum(m, "cairn_task_bottleneck"), 1);
+
+  // Once it has ended, every chunk was found ok today: covered.
+  for (int i = 0; i < 200; ++i) {
+    m = Parse(Scrape("scraper"), tmp_.path());
+    if (At(m, R"(cairn_store_verify_coverage_ratio{store="main",within_days="1"})") == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(At(m, R"(cairn_tasks_running{kind="verify"})"), 0);
+  EXPECT_EQ(Sum(m, "cairn_task_stage_busy_ratio"), 0);
+  EXPECT_EQ(At(m, R"(cairn_store_verify_coverage_ratio{store="main",within_days="1"})"), 1);
+  EXPECT_EQ(At(m, R"(cairn_store_verify_coverage_ratio{store="main",within_days="30"})"), 1);
 }
 
 }  // namespace

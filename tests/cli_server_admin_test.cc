@@ -149,6 +149,11 @@ TEST_F(ServerAdminTest, StatusPruneForgetProtectNotesAndGcThroughTheServer) {
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_NE(r.out.find("marked "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nremoved "), std::string::npos) << r.out;
+  // The server's gc task names its bottleneck, printed last as a local gc's.
+  EXPECT_NE(r.out.find("\nbottleneck: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.back(), '\n');
+  EXPECT_EQ(r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1).rfind("bottleneck: ", 0), 0u)
+      << r.out;
   EXPECT_LT(ChunkFiles(store()).size(), chunks_before);
   r = Local("verify", {});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();

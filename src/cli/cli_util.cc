@@ -14,6 +14,7 @@
 
 #include "cli/progress_bar.h"
 #include "net/tls.h"
+#include "pipeline/bottleneck_json.h"
 #include "remote/remote_api.h"
 #include "remote/remote_repo.h"
 #include "store/injecting_source.h"
@@ -257,29 +258,7 @@ std::string HumanRate(uint64_t bytes, double secs) {
 void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
 
 nlohmann::json BottleneckJson(const pipeline::Bottleneck& b) {
-  if (!b.measured) return nullptr;
-  using pipeline::Stage;
-  nlohmann::json stages = nlohmann::json::object();
-  for (int i = 0; i < pipeline::kStageCount; ++i) {
-    const auto stage = static_cast<Stage>(i);
-    if (stage == Stage::kSourceReads) {
-      // Summed over the reads in flight: their mean, not a share.
-      stages[pipeline::StageKey(stage)] = {{"seconds", b.share[i] * b.seconds},
-                                           {"reads_in_flight", b.reads_in_flight}};
-    } else {
-      stages[pipeline::StageKey(stage)] = {{"seconds", b.share[i] * b.seconds},
-                                           {"share", b.share[i]}};
-    }
-  }
-  const char* key = b.stage == Stage::kReadWait ? "source_reads" : pipeline::StageKey(b.stage);
-  return {{"stage", key},
-          {"name", b.Name()},
-          {"cpu_bound", b.cpu_bound},
-          {"line", b.Describe()},
-          {"seconds", b.seconds},
-          {"cpu", {{"share", b.cpu_share}, {"wait_share", b.cpu_wait_share}, {"cores", b.cores}}},
-          {"other_share", b.other_share},
-          {"stages", stages}};
+  return pipeline::BottleneckJson(b);
 }
 
 void PrintBottleneck(FILE* out, const pipeline::Bottleneck& b) {

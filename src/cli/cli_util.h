@@ -170,7 +170,7 @@ void PrintJson(const nlohmann::json& j);
 
 // The "bottleneck" object of a --json summary: the stage that limited the
 // run, CPU use, and each stage's time and share (docs/ARCHITECTURE.md,
-// "The stage meter"); null when nothing was measured.
+// "The stage meter"); null when nothing was measured. pipeline::BottleneckJson.
 nlohmann::json BottleneckJson(const pipeline::Bottleneck& b);
 // The summary's last line, "bottleneck: target writes (…)", on `out`;
 // nothing when nothing was measured.

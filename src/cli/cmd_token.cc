@@ -191,7 +191,9 @@ void RegisterToken(CLI::App& app, Context& ctx) {
     AddStateOptions(cmd, &args->state);
     cmd->add_option("NAME", args->name, "token name: 1 to 64 of A-Z a-z 0-9 . _ -")->required();
     cmd->add_option("--store", args->store, "the datastore it may use, or '*' for all")->required();
-    cmd->add_option("--role", args->role, "reader, backup, verify or admin")->required();
+    cmd->add_option("--role", args->role,
+                    "reader, backup, verify, admin or metrics (GET /metrics only)")
+        ->required();
     cmd->callback([&ctx, args] { RunCreate(ctx, *args); });
   }
   {

@@ -8,12 +8,15 @@
 
 #include "cli/cli_util.h"
 #include "restore/tree_reader.h"
+#include "tree/tree_path.h"
 
 namespace cairn::cli {
 namespace {
 
 using tree::Entry;
 using tree::EntryKind;
+using tree::EntryKindWord;
+using tree::NormalizeTreePath;
 
 struct TreeArgs {
   std::string snapshot;
@@ -21,15 +24,6 @@ struct TreeArgs {
   std::string path;
   bool long_format = false;
 };
-
-// "/etc/", "./etc" and "etc" all name "etc"; "", "/" and "." the root.
-std::string NormalizePath(std::string_view p) {
-  while (p.starts_with("./")) p.remove_prefix(2);
-  while (p.starts_with('/')) p.remove_prefix(1);
-  while (p.ends_with('/')) p.remove_suffix(1);
-  if (p == ".") p = "";
-  return std::string(p);
-}
 
 // Opens the tree archive named on the command line.
 Result<std::unique_ptr<restore::TreeArchiveReader>> OpenArchive(
@@ -55,19 +49,6 @@ Result<std::unique_ptr<restore::TreeArchiveReader>> OpenArchive(
         entry->kind == index::ArchiveKind::kImage ? "an image" : "a blob"));
   }
   return restore::TreeArchiveReader::Open(**store, (*store)->source(), snap, *entry);
-}
-
-const char* KindWord(EntryKind kind) {
-  switch (kind) {
-    case EntryKind::kDirectory: return "dir";
-    case EntryKind::kFile: return "file";
-    case EntryKind::kSymlink: return "symlink";
-    case EntryKind::kHardlink: return "hardlink";
-    case EntryKind::kCharDevice: return "chardev";
-    case EntryKind::kBlockDevice: return "blockdev";
-    case EntryKind::kFifo: return "fifo";
-  }
-  return "unknown";
 }
 
 // "drwxr-xr-x", as ls -l writes it ('h' for a hardlink, as GNU tar does).
@@ -116,9 +97,9 @@ std::string LongLine(const Entry& e) {
 }
 
 nlohmann::json EntryJson(const Entry& e) {
-  return {{"path", e.path},         {"kind", KindWord(e.kind)}, {"mode", e.mode},
-          {"uid", e.uid},           {"gid", e.gid},             {"user", e.user},
-          {"group", e.group},       {"size", e.size},           {"mtime_ns", e.mtime_ns},
+  return {{"path", e.path},   {"kind", EntryKindWord(e.kind)}, {"mode", e.mode},
+          {"uid", e.uid},     {"gid", e.gid},                  {"user", e.user},
+          {"group", e.group}, {"size", e.size},                {"mtime_ns", e.mtime_ns},
           {"link_target", e.link_target}};
 }
 
@@ -131,7 +112,7 @@ bool IsWithin(const std::string& path, const std::string& top) {
 Status ListTree(Context& ctx, const TreeArgs& args) {
   std::unique_ptr<datastore::Datastore> store;
   CAIRN_ASSIGN_OR_RETURN(auto reader, OpenArchive(ctx, args, &store));
-  const std::string top = NormalizePath(args.path);
+  const std::string top = NormalizeTreePath(args.path);
   bool found = false;
   // Streamed, so a tree of millions of entries is never held in memory.
   if (ctx.json) fmt::print("[");
@@ -161,7 +142,7 @@ Status ListTree(Context& ctx, const TreeArgs& args) {
 Status CatFile(Context& ctx, const TreeArgs& args) {
   std::unique_ptr<datastore::Datastore> store;
   CAIRN_ASSIGN_OR_RETURN(auto reader, OpenArchive(ctx, args, &store));
-  const std::string path = NormalizePath(args.path);
+  const std::string path = NormalizeTreePath(args.path);
   CAIRN_ASSIGN_OR_RETURN(Entry e, reader->Find(path));
   if (e.kind == EntryKind::kHardlink) {  // another name of an earlier file: its content
     CAIRN_ASSIGN_OR_RETURN(e, reader->Find(e.link_target));
@@ -173,10 +154,9 @@ Status CatFile(Context& ctx, const TreeArgs& args) {
         args.path, e.link_target));
   }
   if (e.kind != EntryKind::kFile) {
-    return InvalidArgumentError(fmt::format("{} is a {}, not a regular file",
-                                            path.empty() ? "/" : args.path,
-                                            e.kind == EntryKind::kDirectory ? "directory"
-                                                                            : KindWord(e.kind)));
+    return InvalidArgumentError(
+        fmt::format("{} is a {}, not a regular file", path.empty() ? "/" : args.path,
+                    e.kind == EntryKind::kDirectory ? "directory" : EntryKindWord(e.kind)));
   }
   CAIRN_ASSIGN_OR_RETURN(auto out, ctx.env->OpenStdout());
   CAIRN_RETURN_IF_ERROR(reader->ReadPayload(e.payload_offset, e.size,

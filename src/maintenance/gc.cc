@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "pipeline/bottleneck_json.h"
+#include "pipeline/stage_meter.h"
 #include "pipeline/worker_group.h"
 #include "store/local_chunk_store.h"
 
@@ -180,14 +182,23 @@ json ReportToJson(const GcReport& r) {
 }
 
 using pipeline::ParallelFor;
+using pipeline::Stage;
+using pipeline::StageTimer;
 
 class GcRun {
  public:
   GcRun(const datastore::Datastore& store, const GcOptions& options)
-      : store_(store), env_(store.env()), options_(options) {
+      : store_(store),
+        env_(store.env()),
+        options_(options),
+        progress_(options.progress != nullptr ? options.progress : &own_progress_),
+        meter_(&progress_->stages) {
     unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     threads_ = options.threads > 0 ? options.threads : static_cast<int>(std::max(16u, hw));
   }
+
+  // What limited the run so far (the stage meter's verdict).
+  pipeline::Bottleneck Analyze() const { return meter_->Analyze(); }
 
   Result<GcReport> Run() {
     std::string gc_dir = JoinPath(store_.path(), datastore::kGcDirName);
@@ -292,20 +303,25 @@ class GcRun {
 
     std::mutex mu;
     std::vector<std::pair<std::string, uint64_t>> unused;
-    CAIRN_RETURN_IF_ERROR(store_.remote()->ListChunks([&](std::string_view name, uint64_t size) {
-      bool bad = name.size() > kChunkNameLength;  // "<id>.bad"
-      auto prefix = HexIdPrefix(name);
-      bool used = !bad && prefix && marked_.Contains(*prefix);
-      std::lock_guard<std::mutex> lock(mu);
-      ++report_.chunk_files;
-      if (bad) {
-        ++report_.bad_chunks;
-      } else if (used) {
-        ++report_.in_use_chunks;
-      } else {
-        unused.emplace_back(std::string(name), size);
-      }
-    }));
+    progress_->StartPhase("sweep", 0);
+    auto listed = [&] {
+      StageTimer list_timer(meter_, Stage::kMetadata);  // the listing, on this thread
+      return store_.remote()->ListChunks([&](std::string_view name, uint64_t size) {
+        bool bad = name.size() > kChunkNameLength;  // "<id>.bad"
+        auto prefix = HexIdPrefix(name);
+        bool used = !bad && prefix && marked_.Contains(*prefix);
+        std::lock_guard<std::mutex> lock(mu);
+        ++report_.chunk_files;
+        if (bad) {
+          ++report_.bad_chunks;
+        } else if (used) {
+          ++report_.in_use_chunks;
+        } else {
+          unused.emplace_back(std::string(name), size);
+        }
+      });
+    }();
+    CAIRN_RETURN_IF_ERROR(listed);
     std::unique_ptr<FileLock> barrier;
     if (!options_.dry_run && !unused.empty()) {
       auto lock = store_.LockChunkRemoval(int64_t{30} * 1000000000);
@@ -334,6 +350,7 @@ class GcRun {
         ++report_.removed_chunks;
         report_.removed_bytes += size;
       }
+      StageTimer remove_timer(meter_, Stage::kTargetWrites);
       CAIRN_RETURN_IF_ERROR(store_.remote()->RemoveChunks(names));
     } else {
       report_.referenced_chunks = marked_.size();
@@ -365,10 +382,21 @@ class GcRun {
   }
 
   Status Mark() {
-    CAIRN_ASSIGN_OR_RETURN(auto snaps, store_.ListAllSnapshots());
+    progress_->StartPhase("mark", 0);
+    std::vector<datastore::SnapshotRef> snaps;
+    {
+      StageTimer list_timer(meter_, Stage::kMetadata);
+      CAIRN_ASSIGN_OR_RETURN(snaps, store_.ListAllSnapshots());
+    }
     report_.snapshots = snaps.size();
     std::atomic<uint64_t> indexes{0};
+    const int lanes =
+        static_cast<int>(std::min<size_t>(threads_, std::max<size_t>(1, snaps.size())));
     Status s = ParallelFor(threads_, snaps.size(), [&](size_t i) -> Status {
+      // A snapshot's manifest and indexes are read and decoded on this
+      // thread: its CPU time is decode, the rest (blocked) source reads.
+      pipeline::Lanes lane(lanes);
+      pipeline::SplitTimer timer(meter_, Stage::kDecode, Stage::kReadWait);
       const auto& snap = snaps[i];
       auto manifest = store_.ReadManifest(snap);
       if (!manifest.ok()) {
@@ -418,9 +446,11 @@ class GcRun {
   };
 
   Status Sweep() {
+    progress_->StartPhase("sweep", 0);
     std::mutex mu;
     Counts total;
     Status s = ParallelFor(threads_, store::kChunkPrefixDirs, [&](size_t p) -> Status {
+      pipeline::Lanes lane(threads_);
       Counts c;
       CAIRN_RETURN_IF_ERROR(SweepDir(static_cast<unsigned>(p), &c));
       std::lock_guard<std::mutex> lock(mu);
@@ -453,7 +483,7 @@ class GcRun {
 
   Status SweepDir(unsigned prefix, Counts* c) {
     std::string dir = store_.chunks().PrefixDirPath(prefix);
-    auto names = env_.ListDir(dir);
+    auto names = TimedList(dir);
     if (!names.ok()) {
       if (names.status().code() == StatusCode::kNotFound) return Status::Ok();
       return names.status();
@@ -467,9 +497,9 @@ class GcRun {
       if (id.size() != kChunkNameLength || !IsHex(id)) continue;  // not ours
       if (suffix.starts_with(".tmp-")) {
         // An insert in progress, or left by a killed backup.
-        auto info = env_.Stat(path);
+        auto info = TimedStat(path);
         if (info.ok() && info->mtime_ns < cutoff_) {
-          if (!dry) CAIRN_RETURN_IF_ERROR(IgnoreNotFound(env_.RemoveFile(path)));
+          if (!dry) CAIRN_RETURN_IF_ERROR(IgnoreNotFound(TimedRemove(path)));
           ++c->temp;
         }
         continue;
@@ -488,19 +518,19 @@ class GcRun {
           // it aside, or a snapshot that names it appeared): put it back.
           // If a backup has stored it again meanwhile, the copy in place will do.
           std::string live = JoinPath(dir, id);
-          if (env_.Stat(live).ok()) {
-            if (!dry) CAIRN_RETURN_IF_ERROR(IgnoreNotFound(env_.RemoveFile(path)));
+          if (TimedStat(live).ok()) {
+            if (!dry) CAIRN_RETURN_IF_ERROR(IgnoreNotFound(TimedRemove(path)));
             continue;
           }
-          if (!dry) CAIRN_RETURN_IF_ERROR(IgnoreNotFound(env_.Rename(path, live)));
+          if (!dry) CAIRN_RETURN_IF_ERROR(IgnoreNotFound(TimedRename(path, live)));
           ++c->restored;
           ++c->in_use;
           continue;
         }
-        auto info = env_.Stat(path);
+        auto info = TimedStat(path);
         if (!info.ok()) continue;
         if (trash_deletable_) {
-          if (!dry) CAIRN_RETURN_IF_ERROR(IgnoreNotFound(env_.RemoveFile(path)));
+          if (!dry) CAIRN_RETURN_IF_ERROR(IgnoreNotFound(TimedRemove(path)));
           ++c->removed;
           c->removed_bytes += info->size;
         } else {
@@ -514,7 +544,7 @@ class GcRun {
         ++c->in_use;
         continue;
       }
-      auto info = env_.Stat(path);
+      auto info = TimedStat(path);
       if (!info.ok()) continue;  // removed meanwhile (quarantined by a verify)
       if (std::max(info->atime_ns, info->mtime_ns) >= cutoff_) {
         ++c->pending;  // used recently: a backup may be about to reference it
@@ -522,7 +552,7 @@ class GcRun {
         continue;
       }
       if (!dry) {
-        Status s = env_.Rename(path, path + store::kTrashSuffix);
+        Status s = TimedRename(path, path + store::kTrashSuffix);
         if (s.code() == StatusCode::kNotFound) continue;
         CAIRN_RETURN_IF_ERROR(s);
       }
@@ -539,8 +569,9 @@ class GcRun {
     std::atomic<uint64_t> removed{0}, bytes{0};
     Status s = ParallelFor(threads_, store::kChunkPrefixDirs, [&](size_t p) -> Status {
       if (!has_trash_[p]) return Status::Ok();  // the sweep left no trash there
+      pipeline::Lanes lane(threads_);
       std::string dir = store_.chunks().PrefixDirPath(static_cast<unsigned>(p));
-      auto names = env_.ListDir(dir);
+      auto names = TimedList(dir);
       if (!names.ok()) return Status::Ok();
       for (const auto& name : *names) {
         if (name.size() != kChunkNameLength + std::strlen(store::kTrashSuffix) ||
@@ -550,8 +581,8 @@ class GcRun {
         auto prefix = HexIdPrefix(name);
         if (!prefix || marked_.Contains(*prefix)) continue;
         std::string path = JoinPath(dir, name);
-        auto info = env_.Stat(path);
-        CAIRN_RETURN_IF_ERROR(IgnoreNotFound(env_.RemoveFile(path)));
+        auto info = TimedStat(path);
+        CAIRN_RETURN_IF_ERROR(IgnoreNotFound(TimedRemove(path)));
         removed.fetch_add(1);
         if (info.ok()) bytes.fetch_add(info->size);
       }
@@ -578,6 +609,25 @@ class GcRun {
     }
   }
 
+  // The sweep's file-system calls, timed into the stage meter: listings
+  // and stats are metadata, renames and unlinks the target's writes.
+  Result<std::vector<std::string>> TimedList(const std::string& dir) {
+    StageTimer timer(meter_, Stage::kMetadata);
+    return env_.ListDir(dir);
+  }
+  Result<FileInfo> TimedStat(const std::string& path) {
+    StageTimer timer(meter_, Stage::kMetadata);
+    return env_.Stat(path);
+  }
+  Status TimedRename(const std::string& from, const std::string& to) {
+    StageTimer timer(meter_, Stage::kTargetWrites);
+    return env_.Rename(from, to);
+  }
+  Status TimedRemove(const std::string& path) {
+    StageTimer timer(meter_, Stage::kTargetWrites);
+    return env_.RemoveFile(path);
+  }
+
   static Status IgnoreNotFound(Status s) {
     return s.code() == StatusCode::kNotFound ? Status::Ok() : s;
   }
@@ -585,6 +635,9 @@ class GcRun {
   const datastore::Datastore& store_;
   Env& env_;
   const GcOptions& options_;
+  pipeline::Progress own_progress_;  // when the caller gave none
+  pipeline::Progress* const progress_;
+  pipeline::StageMeter* const meter_;
   int threads_ = 1;
   int64_t cutoff_ = 0;
   bool trash_deletable_ = false;
@@ -602,7 +655,9 @@ class GcRun {
 
 Result<GcReport> RunGc(const datastore::Datastore& store, const GcOptions& options) {
   GcRun run(store, options);
-  return run.Run();
+  auto report = run.Run();
+  if (report.ok()) report->bottleneck = run.Analyze();
+  return report;
 }
 
 std::optional<GcReport> ReadLastGc(const datastore::Datastore& store) {
@@ -654,7 +709,8 @@ nlohmann::json GcReportJson(const GcReport& r) {
           {"cutoff", datastore::FormatRfc3339(r.cutoff_unix_ns / 1000000000)},
           {"threads", r.threads},
           {"mark_seconds", r.mark_seconds},
-          {"sweep_seconds", r.sweep_seconds}};
+          {"sweep_seconds", r.sweep_seconds},
+          {"bottleneck", pipeline::BottleneckJson(r.bottleneck)}};
 }
 
 }  // namespace cairn::maintenance

@@ -32,6 +32,7 @@
 #include "base/logging.h"
 #include "base/status.h"
 #include "datastore/datastore.h"
+#include "pipeline/progress.h"
 
 namespace cairn::maintenance {
 
@@ -45,6 +46,12 @@ struct GcOptions {
   int threads = 0;
   bool dry_run = false;
   Logger* logger = nullptr;
+  // Phases ("mark", "sweep") and the stage meter (null: the run meters into
+  // one of its own). Mark: each index's read and decode, split into the
+  // thread's CPU time (decode) and the rest (source reads); sweep: readdir
+  // and stat (metadata), renames and unlinks (target writes). The report's
+  // `bottleneck` is the meter's verdict.
+  pipeline::Progress* progress = nullptr;
 };
 
 struct GcReport {
@@ -70,6 +77,7 @@ struct GcReport {
   double sweep_seconds = 0;
   int threads = 0;
   bool dry_run = false;
+  pipeline::Bottleneck bottleneck;  // what limited the run (not kept in last.json)
 };
 
 // Unavailable when another gc runs. Fails without removing anything when
@@ -78,7 +86,8 @@ struct GcReport {
 Result<GcReport> RunGc(const datastore::Datastore& store, const GcOptions& options);
 
 // The report as `cairn gc --json` prints it (counts, "held_back_by_backup",
-// "cutoff" as RFC 3339, threads, seconds). A gc task on the server keeps the
+// "cutoff" as RFC 3339, threads, seconds, "bottleneck" as
+// pipeline::BottleneckJson). A gc task on the server keeps the
 // same document as its "report", so `cairn gc -r https://…` prints exactly
 // what a local gc does.
 nlohmann::json GcReportJson(const GcReport& report);

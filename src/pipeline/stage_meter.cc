@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -51,6 +53,13 @@ int64_t ThreadRunDelayNanos() {
   char* p = end;
   const long long wait = std::strtoll(p, &end, 10);
   return end == p ? -1 : static_cast<int64_t>(wait);
+}
+
+// The calling thread's CPU time (ns).
+int64_t ThreadCpuNanos() {
+  timespec ts;
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
 int Percent(double share) { return static_cast<int>(share * 100 + 0.5); }
@@ -128,6 +137,25 @@ StageSample StageMeter::Sample() const {
   s.cores = AllowedCores();
   for (int i = 0; i < kStageCount; ++i) s.busy_ns[i] = busy_ns_[i].load(std::memory_order_relaxed);
   return s;
+}
+
+SplitTimer::SplitTimer(StageMeter* meter, Stage cpu_stage, Stage blocked_stage)
+    : meter_(meter), cpu_stage_(cpu_stage), blocked_stage_(blocked_stage) {
+  if (meter_ == nullptr) return;
+  queued_ = ThreadRunDelayNanos();
+  cpu_ = ThreadCpuNanos();
+  wall_ = StageMeter::NowNanos();
+}
+
+SplitTimer::~SplitTimer() {
+  if (meter_ == nullptr) return;
+  const int64_t wall = StageMeter::NowNanos() - wall_;
+  const int64_t cpu = ThreadCpuNanos() - cpu_;
+  const int64_t end_queued = queued_ >= 0 ? ThreadRunDelayNanos() : -1;
+  const int64_t queued = end_queued >= queued_ ? end_queued - queued_ : 0;
+  meter_->Add(cpu_stage_, cpu);
+  meter_->AddCpuWait(queued);
+  meter_->Add(blocked_stage_, wall - cpu - queued);
 }
 
 Lanes::Lanes(int lanes) : previous_(t_lanes) { t_lanes = std::max(1, lanes); }

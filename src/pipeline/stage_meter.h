@@ -150,4 +150,25 @@ class StageTimer {
   int64_t start_;
 };
 
+// Times the scope into `meter` (null: does nothing) for a thread that does
+// its own blocking reads between stretches of CPU work (gc's mark reads
+// and decodes each index on the same thread): the thread's CPU time goes
+// to `cpu_stage`, the time it queued for a core to the meter's CPU wait,
+// and the rest of the wall time — blocked in the kernel, i.e. reading — to
+// `blocked_stage`. Costs a clock read and a read of
+// /proc/thread-self/schedstat at each end: for stretches of milliseconds
+// (one index), not per chunk.
+class SplitTimer {
+ public:
+  SplitTimer(StageMeter* meter, Stage cpu_stage, Stage blocked_stage);
+  ~SplitTimer();
+  SplitTimer(const SplitTimer&) = delete;
+  SplitTimer& operator=(const SplitTimer&) = delete;
+
+ private:
+  StageMeter* meter_;
+  Stage cpu_stage_, blocked_stage_;
+  int64_t wall_ = 0, cpu_ = 0, queued_ = -1;
+};
+
 }  // namespace cairn::pipeline

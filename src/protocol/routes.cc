@@ -97,6 +97,8 @@ Route StoreRoute(const std::vector<std::string_view>& seg) {
     if (what == "protected") r.kind = RouteKind::kProtected;
     if (what == "notes") r.kind = RouteKind::kNotes;
     if (what == "sync-jobs") r.kind = RouteKind::kSyncJobs;
+    if (what == "tree") r.kind = RouteKind::kTree;
+    if (what == "throughput") r.kind = RouteKind::kThroughput;
     if (what == "verify" || what == "gc" || what == "sync") {
       r.kind = RouteKind::kStoreTask;
       r.step = what;

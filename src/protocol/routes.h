@@ -77,6 +77,8 @@ enum class RouteKind {
   kSnapshot,       // DELETE stores/S/snapshot
   kProtected,      // PUT stores/S/protected
   kNotes,          // GET|PUT stores/S/notes
+  kTree,           // GET stores/S/tree: a tree archive's directory, or one file (dashboard)
+  kThroughput,     // GET stores/S/throughput: bytes in and out lately (dashboard)
   kStoreTask,      // POST stores/S/verify, stores/S/gc, stores/S/sync (step = the kind)
   kSyncJobs,       // GET stores/S/sync-jobs
   kTasks,          // GET tasks

@@ -55,6 +55,7 @@ ApiShared::ApiShared(Env& e, Logger& l, TokenStore& t,
     tasks->SetSyncJobs(options.sync_jobs, options.open_sync_source);
     scheduler = std::make_unique<SyncScheduler>(*tasks, logger, tasks->sync_jobs());
   }
+  tasks->SetReadLatencyForTest(options.task_read_latency_us);
 }
 
 Api::Api(Env& env, Logger& logger, TokenStore& tokens,
@@ -75,6 +76,11 @@ void Api::Handle(const net::HttpRequest& request, net::ResponseWriter& response)
 
 size_t Api::OpenSessions() { return shared_->sessions.open_sessions(); }
 std::vector<TaskInfo> Api::Tasks() { return shared_->tasks->List(); }
+
+void Api::SetMetricsRenderer(std::function<std::string()> render) {
+  std::lock_guard lock(shared_->metrics_mu);
+  shared_->render_metrics = std::move(render);
+}
 
 net::Admission Api::Admit(const net::HttpRequest& h) {
   ApiShared& api = *shared_;
@@ -141,6 +147,7 @@ net::Admission Api::Admit(const net::HttpRequest& h) {
 
 void Request::Run() {
   using protocol::RouteKind;
+  if (req_.path == "/metrics") return Metrics();
   const protocol::Route route = protocol::ParseRoute(req_.path);
   if (route.kind == RouteKind::kNotFound) {
     return SendError(404, fmt::format("no such resource: {}", req_.path));
@@ -150,6 +157,11 @@ void Request::Run() {
     return SendJson(200, json{{"server", "cairn"}, {"api", protocol::kApiVersion}});
   }
   if (!Authenticate()) return;
+  // A scraper's token reads /metrics and nothing else.
+  if (token_.role == Role::kMetrics) {
+    return SendError(403, fmt::format("token '{}' (role metrics) may only read /metrics",
+                                      token_.name));
+  }
   // Under stores/S, the store is checked first: a token learns nothing
   // about routes of a store it may not use.
   if (route.in_store) {
@@ -172,6 +184,8 @@ void Request::Run() {
     case RouteKind::kSnapshot: return Forget();
     case RouteKind::kProtected: return Protect();
     case RouteKind::kNotes: return Notes();
+    case RouteKind::kTree: return Tree();
+    case RouteKind::kThroughput: return Throughput();
     // Server-side tasks (server/tasks.h): POST …/stores/S/verify and
     // …/stores/S/gc, GET tasks, tasks/ID, tasks/ID/log.
     case RouteKind::kStoreTask:

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,6 +58,10 @@ struct ApiOptions {
   // demand; without an opener, none.
   std::vector<SyncJob> sync_jobs;
   SyncSourceOpener open_sync_source;
+  // For tests only (`cairn serve --inject-task-latency`, hidden): every
+  // chunk read of a verify task sleeps this long, one at a time, so a test
+  // can watch one run.
+  int64_t task_read_latency_us = 0;
 };
 
 struct ApiShared;
@@ -81,6 +86,9 @@ class Api {
   // task the server knows (read from the state directory).
   size_t OpenSessions();
   std::vector<TaskInfo> Tasks();
+  // What GET /metrics on the API port answers (metrics and admin tokens;
+  // a token bound to one datastore gets only its series). Until set, 404.
+  void SetMetricsRenderer(std::function<std::string()> render);
 
  private:
   std::unique_ptr<ApiShared> shared_;

@@ -50,6 +50,8 @@ bool MayRead(ApiShared& api, const Token& token, const std::string& store_name,
     case Role::kBackup:
       *modes = api.sessions.ReadableModes(token.name, store_name, id);
       return !modes->empty();
+    case Role::kMetrics:
+      return false;
   }
   return false;
 }

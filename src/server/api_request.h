@@ -5,8 +5,10 @@
 // Not part of the server's interface.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -48,6 +50,9 @@ struct ApiShared {
   // Starts scheduled sync jobs as tasks; destroyed (its thread joined)
   // before them.
   std::unique_ptr<SyncScheduler> scheduler;
+  // The exposition of GET /metrics (Api::SetMetricsRenderer); empty: 404.
+  std::mutex metrics_mu;
+  std::function<std::string()> render_metrics;  // GUARDED_BY(metrics_mu)
 };
 
 // An error answer's status for a Status of the datastore code.
@@ -113,9 +118,19 @@ class Request {
   void Backup(const protocol::Route& route);
   void BackupStep(const std::string& id, std::string_view what);
 
+  // --- api_metrics.cc ---
+  // GET /metrics on the API port: a metrics or admin token.
+  void Metrics();
+
   // --- api_dashboard.cc ---
   // GET …/snapshots?details=1: what `cairn snapshots --json` prints.
   void ListSnapshotDetails();
+  // GET …/tree?ns=&snapshot=&archive=&path=: the entries of a directory of
+  // a tree archive; with &download=1 a regular file's bytes.
+  void Tree();
+  // GET …/throughput: the datastore's chunk bytes in and out per interval
+  // of the last hour (ServerMetrics::Throughput).
+  void Throughput();
 
   // --- api_admin.cc ---
   void GetStatus();

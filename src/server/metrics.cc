@@ -102,6 +102,8 @@ std::string RouteLabel(std::string_view path) {
     case RouteKind::kSnapshot: return "forget";
     case RouteKind::kProtected: return "protected";
     case RouteKind::kNotes: return "notes";
+    case RouteKind::kTree: return "tree";
+    case RouteKind::kThroughput: return "throughput";
     case RouteKind::kStoreTask: return r.step == "gc" ? "gc" : r.step == "sync" ? "sync" : "verify";
     case RouteKind::kSyncJobs: return "sync_jobs";
     case RouteKind::kTasks: return "tasks";
@@ -179,10 +181,38 @@ void ServerMetrics::ObserveChunkRead(const std::string& store, double seconds, u
   ++c->reads;
   if (ok) {
     c->read_bytes += bytes;
+    c->Now().out_bytes += bytes;
     c->read_latency.Observe(seconds);
   } else {
     ++c->read_errors;
   }
+}
+
+ServerMetrics::ChunkFigures::Interval& ServerMetrics::ChunkFigures::Now() {
+  const int64_t index = static_cast<int64_t>(std::time(nullptr)) / kThroughputBucketSeconds;
+  Interval& slot = recent[static_cast<size_t>(index % kThroughputBuckets)];
+  if (slot.index != index) slot = Interval{index, 0, 0};
+  return slot;
+}
+
+std::vector<ServerMetrics::ThroughputPoint> ServerMetrics::Throughput(const std::string& store,
+                                                                      int64_t now_unix) const {
+  const int64_t last = now_unix / kThroughputBucketSeconds;
+  std::vector<ThroughputPoint> points(kThroughputBuckets);
+  for (int i = 0; i < kThroughputBuckets; ++i) {
+    points[i].start_unix = (last - kThroughputBuckets + 1 + i) * kThroughputBucketSeconds;
+  }
+  std::lock_guard lock(mu_);
+  auto it = chunks_.find(store);
+  if (it == chunks_.end()) return points;
+  for (const ChunkFigures::Interval& slot : it->second->recent) {
+    const int64_t age = last - slot.index;
+    if (slot.index < 0 || age < 0 || age >= kThroughputBuckets) continue;
+    ThroughputPoint& p = points[static_cast<size_t>(kThroughputBuckets - 1 - age)];
+    p.in_bytes = slot.in_bytes;
+    p.out_bytes = slot.out_bytes;
+  }
+  return points;
 }
 
 void ServerMetrics::ObserveChunkWrite(const std::string& store, double seconds, uint64_t bytes) {
@@ -191,6 +221,7 @@ void ServerMetrics::ObserveChunkWrite(const std::string& store, double seconds, 
   if (!c) c = std::make_unique<ChunkFigures>();
   ++c->writes;
   c->write_bytes += bytes;
+  c->Now().in_bytes += bytes;
   c->write_latency.Observe(seconds);
 }
 
@@ -315,6 +346,34 @@ void MeteredWriter::Stream(int status, std::string_view content_type, Producer n
                   if (!s.ok() || *done) record->Done();
                   return s;
                 });
+}
+
+std::string MetricsForStore(std::string_view exposition, std::string_view store) {
+  const std::string own = StoreLabel(std::string(store));
+  std::string out;
+  out.reserve(exposition.size());
+  while (!exposition.empty()) {
+    const size_t end = exposition.find('\n');
+    const std::string_view line =
+        exposition.substr(0, end == std::string_view::npos ? end : end + 1);
+    exposition.remove_prefix(line.size());
+    // Labels are written by this file only: store="…" first, or after a
+    // comma; a value cannot hold a quote unescaped.
+    const size_t brace = line.find('{');
+    bool keep = true;
+    if (!line.starts_with('#') && brace != std::string_view::npos) {
+      const std::string_view labels = line.substr(brace + 1);
+      size_t at = labels.starts_with("store=\"") ? 0 : labels.find(",store=\"");
+      if (at != std::string_view::npos) {
+        if (at > 0) ++at;  // past the comma
+        keep = labels.substr(at).starts_with(own) &&
+               (labels.size() == at + own.size() || labels[at + own.size()] == ',' ||
+                labels[at + own.size()] == '}');
+      }
+    }
+    if (keep) out += line;
+  }
+  return out;
 }
 
 }  // namespace cairn::server

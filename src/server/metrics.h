@@ -38,6 +38,7 @@
 #include "maintenance/status.h"
 #include "net/http_server.h"
 #include "server/tasks.h"
+#include "verify/coverage.h"
 
 namespace cairn::server {
 
@@ -88,6 +89,18 @@ class ServerMetrics {
   void ObserveChunkWrite(const std::string& store, double seconds, uint64_t bytes);
   void AddError(const std::string& kind);
 
+  // The dashboard's throughput chart: chunk bytes received from backups
+  // (in) and read by clients (out) of one datastore, per
+  // kThroughputBucketSeconds, the last kThroughputBuckets intervals, oldest
+  // first (quiet ones as zeros).
+  static constexpr int kThroughputBucketSeconds = 10;
+  static constexpr int kThroughputBuckets = 360;  // an hour
+  struct ThroughputPoint {
+    int64_t start_unix = 0;
+    uint64_t in_bytes = 0, out_bytes = 0;
+  };
+  std::vector<ThroughputPoint> Throughput(const std::string& store, int64_t now_unix) const;
+
   // The lines of everything above.
   void Write(std::string* out) const;
   // Seconds since the metrics were made (the server started).
@@ -107,6 +120,14 @@ class ServerMetrics {
     uint64_t reads = 0, read_errors = 0, read_bytes = 0;
     uint64_t writes = 0, write_bytes = 0;
     Histogram read_latency, write_latency;
+    // A ring of intervals: slot i holds interval `index` (unix time /
+    // kThroughputBucketSeconds) when index % kThroughputBuckets == i.
+    struct Interval {
+      int64_t index = -1;
+      uint64_t in_bytes = 0, out_bytes = 0;
+    };
+    std::array<Interval, kThroughputBuckets> recent;
+    Interval& Now();
   };
 
   const std::chrono::steady_clock::time_point start_;
@@ -162,6 +183,7 @@ class StoreFigures {
   struct Figures {
     maintenance::StoreStatus status;
     std::map<std::pair<std::string, std::string>, uint64_t> snapshots_per_group;  // (ns, group)
+    verify::VerifyCoverage coverage;  // empty when the ledger could not be read
     int64_t read_unix = 0;  // when (0: never read)
     double read_seconds = 0;
     bool ok = false;
@@ -189,6 +211,11 @@ struct ScrapeInputs {
 // The whole exposition (text format 0.0.4).
 std::string RenderMetrics(const ServerMetrics& metrics, const StoreFigures* stores,
                           const ScrapeInputs& inputs);
+
+// The exposition as a token bound to datastore `store` may see it: every
+// sample labelled with another store="…" left out (the # HELP and # TYPE
+// lines stay; a family may then have no sample, which is valid).
+std::string MetricsForStore(std::string_view exposition, std::string_view store);
 
 // Content-Type of the exposition.
 inline constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";

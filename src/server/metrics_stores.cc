@@ -6,11 +6,15 @@
 #include <fmt/format.h>
 
 #include "server/metrics.h"
+#include "verify/coverage.h"
 
 namespace cairn::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The windows of cairn_store_verify_coverage_ratio, in days.
+const std::vector<int> kCoverageDays = {1, 7, 30};
 
 // One gauge or counter with a single unlabelled value.
 void Single(std::string* out, std::string_view name, std::string_view type, std::string_view help,
@@ -54,6 +58,16 @@ StoreFigures::Figures StoreFigures::Read(const datastore::Datastore& store) cons
     ++f.snapshots_per_group[{s.group.ns, s.group.ToString()}];
   }
   f.ok = true;
+  // What share the ledger found ok lately: a second listing of the chunk
+  // names (no stat). A store never verified has an empty ledger: 0.
+  auto coverage = verify::ReadVerifyCoverage(store, f.read_unix, kCoverageDays);
+  if (coverage.ok()) {
+    f.coverage = std::move(*coverage);
+  } else {
+    logger_.Warn("metrics: cannot read the verify ledger of datastore {}: {}", store.path(),
+                 coverage.status().ToString());
+  }
+  f.read_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return f;
 }
 
@@ -135,6 +149,17 @@ void StoreFigures::Write(std::string* out) const {
       if (f.ok && f.status.last_gc) WriteSample(out, g.name, StoreLabel(name), g.value(*f.status.last_gc));
     }
   }
+  WriteFamily(out, "cairn_store_verify_coverage_ratio", "gauge",
+              "Share of the datastore's chunks the verify ledger found ok within the last "
+              "within_days days (1 when it holds no chunk).");
+  for (const auto& [name, f] : figures_) {
+    const verify::VerifyCoverage& c = f.coverage;
+    for (size_t i = 0; i < c.days.size(); ++i) {
+      WriteSample(out, "cairn_store_verify_coverage_ratio",
+                  fmt::format("{},within_days=\"{}\"", StoreLabel(name), c.days[i]),
+                  c.chunks == 0 ? 1.0 : static_cast<double>(c.checked[i]) / c.chunks);
+    }
+  }
   WriteFamily(out, "cairn_store_snapshots", "gauge", "Snapshots per backup group (ns \"\": the root).");
   for (const auto& [name, f] : figures_) {
     for (const auto& [group, n] : f.snapshots_per_group) {
@@ -159,6 +184,49 @@ void StoreFigures::Write(std::string* out) const {
     WriteSample(out, "cairn_store_figures_ok", StoreLabel(name), f.ok ? 1.0 : 0.0);
   }
 }
+
+namespace {
+
+// Where the time of each running task went so far (its stage meter,
+// pipeline/stage_meter.h): series per store, kind and stage. At most one
+// task runs per store, so the labels stay bounded.
+void WriteTaskStages(std::string* out, const std::vector<TaskInfo>& tasks) {
+  std::vector<const TaskInfo*> running;
+  for (const TaskInfo& t : tasks) {
+    if (t.state == TaskState::kRunning && t.bottleneck.is_object()) running.push_back(&t);
+  }
+  auto labels = [](const TaskInfo& t) {
+    return fmt::format("{},kind=\"{}\"", StoreLabel(t.store), EscapeLabel(t.kind));
+  };
+  WriteFamily(out, "cairn_task_stage_busy_ratio", "gauge",
+              "Share of a running task's wall time each stage of its pipeline was busy "
+              "(wall-equivalent: all workers busy is 1), from its start until now.");
+  for (const TaskInfo* t : running) {
+    for (const auto& [stage, v] : t->bottleneck["stages"].items()) {
+      if (!v.contains("share")) continue;  // source reads: reads in flight, not a share
+      WriteSample(out, "cairn_task_stage_busy_ratio",
+                  fmt::format("{},stage=\"{}\"", labels(*t), EscapeLabel(stage)),
+                  v["share"].get<double>());
+    }
+  }
+  WriteFamily(out, "cairn_task_cpu_ratio", "gauge",
+              "The server's CPU time over wall time times its cores, since the running task "
+              "started.");
+  for (const TaskInfo* t : running) {
+    WriteSample(out, "cairn_task_cpu_ratio", labels(*t),
+                t->bottleneck["cpu"]["share"].get<double>());
+  }
+  WriteFamily(out, "cairn_task_bottleneck", "gauge",
+              "1 for the stage that limits a running task so far (its bottleneck line).");
+  for (const TaskInfo* t : running) {
+    WriteSample(out, "cairn_task_bottleneck",
+                fmt::format("{},stage=\"{}\"", labels(*t),
+                            EscapeLabel(t->bottleneck["stage"].get<std::string>())),
+                1.0);
+  }
+}
+
+}  // namespace
 
 std::string RenderMetrics(const ServerMetrics& metrics, const StoreFigures* stores,
                           const ScrapeInputs& in) {
@@ -219,6 +287,7 @@ std::string RenderMetrics(const ServerMetrics& metrics, const StoreFigures* stor
     if (key.second != "verify") continue;
     WriteSample(&out, "cairn_task_last_problems", StoreLabel(key.first), t->problems);
   }
+  WriteTaskStages(&out, in.tasks);
   if (stores != nullptr) stores->Write(&out);
   return out;
 }

@@ -11,7 +11,9 @@
 #include <fmt/format.h>
 
 #include "crypto/crypt_config.h"
+#include "pipeline/bottleneck_json.h"
 #include "pipeline/progress.h"
+#include "store/injecting_source.h"
 #include "verify/verify.h"
 
 namespace cairn::server {
@@ -172,6 +174,7 @@ json TaskInfo::ToJson() const {
   if (!error.empty()) j["error"] = error;
   if (!report.is_null()) j["report"] = report;
   if (kind == "sync") j["job"] = job;
+  if (!bottleneck.is_null()) j["bottleneck"] = bottleneck;
   return j;
 }
 
@@ -195,6 +198,7 @@ Result<TaskInfo> TaskInfo::FromJson(const json& j) {
       CAIRN_ASSIGN_OR_RETURN(t.params, VerifyTaskParams::FromJson(j.at("params")));
     }
     if (j.contains("report")) t.report = j["report"];
+    if (j.contains("bottleneck") && j["bottleneck"].is_object()) t.bottleneck = j["bottleneck"];
     const json& p = j.at("progress");
     t.phase = p.at("phase").get<std::string>();
     t.done_bytes = p.at("done_bytes").get<uint64_t>();
@@ -551,6 +555,13 @@ void TaskManager::RunVerify(Task& task, std::vector<datastore::SnapshotRef> snap
   auto order = verify::ParseChunkOrder(p.order);
   options.order = order.ok() ? *order : verify::ChunkOrder::kAuto;
   options.cancel = &task.cancel;
+  std::unique_ptr<store::InjectingSource> slow;
+  if (const int64_t us = read_latency_us_.load(); us > 0) {
+    slow = std::make_unique<store::InjectingSource>(store.source(),
+                                                    store::InjectionOptions{.latency_us = us});
+    options.source = slow.get();
+    options.jobs = 1;  // one read at a time: the run lasts chunks × latency
+  }
   Finish(task, verify::RunVerify(store, options));
 }
 
@@ -568,6 +579,7 @@ void TaskManager::RunGc(Task& task) {
   options.threads = start.gc_params.threads;
   options.dry_run = start.gc_params.dry_run;
   options.logger = &logger;
+  options.progress = &task.progress;
   task.progress.StartPhase("gc", 0);
   FinishGc(task, maintenance::RunGc(*stores_.at(start.store), options));
 }
@@ -577,6 +589,7 @@ void TaskManager::FinishGc(Task& task, const Result<maintenance::GcReport>& repo
   TaskInfo& info = task.info;
   info.ended = env_.NowUnixSeconds();
   info.phase = task.progress.phase.load();
+  info.bottleneck = pipeline::BottleneckJson(task.progress.stages.Analyze());
   if (!report.ok()) {
     info.state = TaskState::kError;
     info.error = Clean(report.status().message());
@@ -611,6 +624,7 @@ void TaskManager::Finish(Task& t, const Result<verify::VerifyReport>& report) {
   info.phase = task->progress.phase.load();
   info.done_bytes = task->progress.done_bytes.load();
   info.total_bytes = task->progress.total_bytes.load();
+  info.bottleneck = pipeline::BottleneckJson(task->progress.stages.Analyze());
   const bool cancelled = task->cancel.load();
   if (!report.ok()) {
     info.state = TaskState::kError;
@@ -686,6 +700,7 @@ TaskInfo TaskManager::Snapshot(const Task& task) {
     info.phase = task.progress.phase.load();
     info.done_bytes = task.progress.done_bytes.load();
     info.total_bytes = task.progress.total_bytes.load();
+    info.bottleneck = pipeline::BottleneckJson(task.progress.stages.Analyze());
   }
   return info;
 }

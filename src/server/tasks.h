@@ -99,6 +99,10 @@ struct TaskInfo {
   // (maintenance::GcReportJson); sync, once ended: as `cairn sync --json`
   // (sync::SyncReportJson); null otherwise.
   nlohmann::json report;
+  // What limits the task (pipeline::BottleneckJson): while it runs, from
+  // its start until now; once ended, the whole run. Null before anything
+  // was measured (and in tasks of older servers).
+  nlohmann::json bottleneck;
 
   nlohmann::json ToJson() const;
   static Result<TaskInfo> FromJson(const nlohmann::json& j);
@@ -159,6 +163,11 @@ class TaskManager {
   // "error" with the reason); later StartVerify calls are refused.
   void Stop();
 
+  // For tests: every chunk read of a verify task started later sleeps
+  // `micros` first (store::InjectingSource), one read at a time, so a test
+  // can watch it run for chunks × micros.
+  void SetReadLatencyForTest(int64_t micros) { read_latency_us_ = micros; }
+
   // For tests: waits until task `id` is no longer running (true) or the
   // timeout passes (false).
   bool WaitForTest(const std::string& id, int64_t timeout_ms);
@@ -189,6 +198,7 @@ class TaskManager {
   const std::string dir_;
   const std::map<std::string, std::unique_ptr<datastore::Datastore>>& stores_;
   const PathScrubber* const scrubber_;
+  std::atomic<int64_t> read_latency_us_{0};
   std::mutex mu_;
   bool stopping_ = false;
   std::map<std::string, std::shared_ptr<Task>> live_;   // id → task with a thread

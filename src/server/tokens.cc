@@ -42,20 +42,25 @@ std::string_view RoleName(Role role) {
       return "verify";
     case Role::kAdmin:
       return "admin";
+    case Role::kMetrics:
+      return "metrics";
   }
   return "?";
 }
 
 Result<Role> ParseRole(std::string_view text) {
-  for (Role r : {Role::kReader, Role::kBackup, Role::kVerify, Role::kAdmin}) {
+  for (Role r : {Role::kReader, Role::kBackup, Role::kVerify, Role::kAdmin, Role::kMetrics}) {
     if (text == RoleName(r)) return r;
   }
   return InvalidArgumentError(
-      fmt::format("unknown role '{}': expected reader, backup, verify or admin", text));
+      fmt::format("unknown role '{}': expected reader, backup, verify, admin or metrics",
+                  text));
 }
 
 // The table of docs/SERVER.md ("Tokens and roles"); keep the two in step.
 bool Allows(Role role, Action action) {
+  // A scraper's token: the figures, never a datastore's contents.
+  if (role == Role::kMetrics) return action == Action::kMetrics;
   switch (action) {
     case Action::kListStores:
     case Action::kListSnapshots:
@@ -71,7 +76,8 @@ bool Allows(Role role, Action action) {
     case Action::kNotes:
       return role == Role::kBackup || role == Role::kAdmin;  // backup: own groups
     case Action::kPrune:
-      return role == Role::kAdmin;
+    case Action::kMetrics:
+      return role == Role::kAdmin;  // (metrics: above)
   }
   return false;
 }

@@ -14,6 +14,9 @@
 //           list and read only the groups it owns; delete nothing
 //   verify  reader + start verify tasks on the server
 //   admin   everything, including prune, forget, protect and gc
+//   metrics GET /metrics on the API port (Prometheus) and nothing else: no
+//           datastore, snapshot or task; bound to one datastore it sees
+//           only that datastore's series
 // Every role but backup may read its datastore's status (store-wide counts
 // tell of other hosts' backups); notes may be set by admin and by a backup
 // token on the groups it owns.
@@ -32,9 +35,9 @@
 
 namespace cairn::server {
 
-enum class Role { kReader, kBackup, kVerify, kAdmin };
+enum class Role { kReader, kBackup, kVerify, kAdmin, kMetrics };
 std::string_view RoleName(Role role);
-// "reader", "backup", "verify", "admin"; InvalidArgument otherwise.
+// "reader", "backup", "verify", "admin", "metrics"; InvalidArgument otherwise.
 Result<Role> ParseRole(std::string_view text);
 
 // What a request wants to do; Allows() maps roles to actions. Ownership
@@ -48,6 +51,7 @@ enum class Action {
   kPrune,          // forget, prune, protect, unprotect, gc: admin only
   kNotes,          // set a snapshot's notes (backup: own groups only)
   kStatus,         // the datastore's status (counts, sizes, last gc and verify): not backup
+  kMetrics,        // GET /metrics on the API port: metrics and admin
 };
 bool Allows(Role role, Action action);
 

@@ -30,7 +30,7 @@ std::string SecretOf(const std::string& credential) {
 // --- roles ---------------------------------------------------------------------
 
 TEST(TokenRoles, NamesRoundTrip) {
-  for (Role r : {Role::kReader, Role::kBackup, Role::kVerify, Role::kAdmin}) {
+  for (Role r : {Role::kReader, Role::kBackup, Role::kVerify, Role::kAdmin, Role::kMetrics}) {
     auto parsed = ParseRole(RoleName(r));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, r);
@@ -43,17 +43,18 @@ TEST(TokenRoles, NamesRoundTrip) {
 TEST(TokenRoles, AllowsTable) {
   struct Row {
     Action action;
-    bool reader, backup, verify, admin;
+    bool reader, backup, verify, admin, metrics;
   };
   const Row table[] = {
-      {Action::kListStores, true, true, true, true},
-      {Action::kListSnapshots, true, true, true, true},
-      {Action::kRead, true, true, true, true},
-      {Action::kBackup, false, true, false, true},
-      {Action::kVerify, false, false, true, true},
-      {Action::kPrune, false, false, false, true},
-      {Action::kNotes, false, true, false, true},
-      {Action::kStatus, true, false, true, true},
+      {Action::kListStores, true, true, true, true, false},
+      {Action::kListSnapshots, true, true, true, true, false},
+      {Action::kRead, true, true, true, true, false},
+      {Action::kBackup, false, true, false, true, false},
+      {Action::kVerify, false, false, true, true, false},
+      {Action::kPrune, false, false, false, true, false},
+      {Action::kNotes, false, true, false, true, false},
+      {Action::kStatus, true, false, true, true, false},
+      {Action::kMetrics, false, false, false, true, true},
   };
   for (const Row& row : table) {
     SCOPED_TRACE(static_cast<int>(row.action));
@@ -61,6 +62,7 @@ TEST(TokenRoles, AllowsTable) {
     EXPECT_EQ(Allows(Role::kBackup, row.action), row.backup);
     EXPECT_EQ(Allows(Role::kVerify, row.action), row.verify);
     EXPECT_EQ(Allows(Role::kAdmin, row.action), row.admin);
+    EXPECT_EQ(Allows(Role::kMetrics, row.action), row.metrics);
   }
 }
 

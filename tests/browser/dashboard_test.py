@@ -9,10 +9,15 @@ Checks, as a user would see them: the login form with a bad token (refused,
 audited with the peer's address), an admin logs in and sees both
 datastores and the seeded snapshots, protects one (`cairn snapshots` then
 reports it protected), edits its notes, previews a prune (nothing changes),
-starts a verify and reads its task log; a reader token sees only its
-datastore, is offered no action and is refused one it forces (403, and
-nothing changed). Screenshots at 1280x800 and at a phone's 390x844 go to
-SCREENSHOT_DIR when given.
+browses a tree snapshot and downloads one file of it, sees the throughput
+chart of a datastore a backup went to through the server, starts a verify
+and watches it run in its task log (the server's hidden
+--inject-task-latency makes each chunk read take half a second, one at a
+time, so the verify is caught running: state, progress and the bottleneck so far, then its
+end); a reader token sees only its datastore, is offered no action, is
+refused one it forces (403, and nothing changed) and cannot download a file
+of another datastore. Screenshots at 1280x800 and at a phone's 390x844 go
+to SCREENSHOT_DIR when given.
 
 Exit status: 0 passed, 1 failed, 77 skipped (Chromium, chromedriver or
 python3-selenium missing: scripts/setup-deps.sh installs them).
@@ -75,17 +80,22 @@ class Server:
     """`cairn serve` on 127.0.0.1, port chosen by the kernel."""
 
     def __init__(self, work, stores):
-        args = [CAIRN, "serve", "--listen", "127.0.0.1:0", "--state-dir", f"{work}/state"]
+        # Every chunk read of a verify task sleeps half a second, one read at
+        # a time (hidden option for tests): the verify below runs for about
+        # three seconds, long enough to be watched.
+        args = [CAIRN, "serve", "--listen", "127.0.0.1:0", "--state-dir", f"{work}/state",
+                "--inject-task-latency", "500"]
         for name, path in stores.items():
             args += ["--store", f"{name}={path}"]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(f"{work}/serve.log", "w"),
                                      text=True)
         line = self.proc.stdout.readline()
-        m = re.search(r"listening on (https://[0-9.:]+)", line)
+        m = re.search(r"listening on (https://[0-9.:]+) \(certificate fingerprint ([0-9A-Fa-f:]+)\)", line)
         if not m:
             self.proc.kill()
             raise AssertionError(f"cairn serve did not start: {line!r}, log: {open(f'{work}/serve.log').read()}")
         self.url = m.group(1)
+        self.fingerprint = m.group(2)
 
     def stop(self):
         self.proc.terminate()
@@ -157,6 +167,13 @@ class Dashboard:
                             body}).then(r => done(r.status)).catch(e => done(String(e)));""",
             method, path, body)
 
+    def fetch_text(self, url):
+        """GET `url` from the page's own script (its session cookie): [status, text]."""
+        return self.d.execute_async_script(
+            """const [url, done] = arguments;
+               fetch(url, {credentials: 'same-origin'}).then(async r => done([r.status, await r.text()]))
+                 .catch(e => done([0, String(e)]));""", url)
+
     def shot(self, name):
         if SHOTS:
             os.makedirs(SHOTS, exist_ok=True)
@@ -173,7 +190,7 @@ def seed(work):
         cairn("init", s)
     disk = f"{work}/disk.img"
     with open(disk, "wb") as f:
-        f.write(os.urandom(3 << 20))
+        f.write(os.urandom(12 << 20))  # three 4 MiB chunks: the verify reads each for half a second
     conf = f"{work}/vm.conf"
     with open(conf, "w") as f:
         f.write("memory: 2048\n")
@@ -183,7 +200,18 @@ def seed(work):
     cairn("backup", "-r", s1, "--id", "vm/100", "disk0.img=" + disk, "vm.conf.blob=" + conf)
     cairn("backup", "-r", s1, "--id", "ct/200", "ct.conf.blob=" + conf)
     cairn("backup", "-r", s2, "--id", "host/web", "etc.blob=" + conf)
+    tree = f"{work}/tree"
+    os.makedirs(f"{tree}/etc")
+    with open(f"{tree}/etc/motd", "w") as f:
+        f.write(MOTD)
+    with open(f"{tree}/README", "w") as f:
+        f.write("a small tree\n")
+    cairn("backup", "-r", s1, "--id", "host/files", "root.tree=" + tree)
+    cairn("backup", "-r", s2, "--id", "host/files", "root.tree=" + tree)
     return s1, s2
+
+
+MOTD = "Welcome to the test host.\n" * 100
 
 
 def token(work, name, store, role):
@@ -214,9 +242,27 @@ def run(work):
         # The admin sees both datastores with their status.
         ui.login(admin)
         ui.text_in("#who", "admin (admin)")
-        ui.text_in('article[data-store="s1"] .stats', "3 in 2 groups")
+        ui.text_in('article[data-store="s1"] .stats', "4 in 3 groups")
         ui.find('article[data-store="s2"]')
         ui.text_in('article[data-store="s1"] .stats', "never verified")
+
+        step("throughput")
+        # A backup into s2 through the server shows in s2's chart (bytes in).
+        disk = f"{work}/disk2.img"
+        with open(disk, "wb") as f:
+            f.write(os.urandom(1 << 20))
+        env = dict(os.environ, CAIRN_TOKEN=admin, CAIRN_FINGERPRINT=server.fingerprint,
+                   CAIRN_CACHE_DIR=f"{work}/cache", CAIRN_TRUSTED_SERVERS=f"{work}/servers")
+        r = subprocess.run([CAIRN, "backup", "-r", server.url + "/s2", "--id", "vm/300", "disk0.img=" + disk],
+                           capture_output=True, text=True, timeout=120, env=env)
+        check(r.returncode == 0, f"backup through the server: {r.stderr}")
+        ui.d.refresh()
+        chart = 'article[data-store="s2"] .throughput'
+        ui.find(chart + " svg rect.in")
+        check(int(ui.find(chart).get_attribute("data-in-bytes")) >= 1 << 20,
+              "s2's chart does not count the backup's megabyte")
+        check(int(ui.find('article[data-store="s1"] .throughput').get_attribute("data-in-bytes")) == 0,
+              "s1's chart counts another datastore's backup")
         ui.shot("dashboard-stores.png")
 
         step("snapshots")
@@ -259,8 +305,21 @@ def run(work):
         ui.text_in(group + " .prune-preview", "Dry run: would keep")
         # keep-last 1 removes the older one, but it is protected: kept.
         ui.text_in(group + " .prune-preview", oldest + ": keep (protected)")
-        check(len(snapshots_json(s1)) == 3, "a prune preview removed snapshots")
+        check(len(snapshots_json(s1)) == 4, "a prune preview removed snapshots")
         ui.shot("dashboard-snapshots.png")
+
+        step("tree browser")
+        # Browse the tree snapshot and download one file through its link.
+        files = 'details[data-group="host/files"]'
+        ui.find(files + ' button.browse[data-archive="root.tree"]').click()
+        ui.find(files + ' tr.tree-row li[data-path="README"]')
+        ui.find(files + ' tr.tree-row li[data-path="etc"] button.link').click()
+        link = ui.find(files + ' tr.tree-row li[data-path="etc/motd"] a.download')
+        download_url = link.get_attribute("href")
+        status, text = ui.fetch_text(download_url)
+        check(status == 200 and text == MOTD, f"downloading etc/motd: {status}, {len(text)} characters")
+        ui.shot("dashboard-tree.png")
+
         driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                                {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True})
         ui.d.execute_script("window.scrollTo(0, 0)")
@@ -268,14 +327,21 @@ def run(work):
         desktop(driver)
 
         step("verify task")
-        # A verify started from the page, its task and log.
+        # A verify started from the page, watched while it runs (each chunk
+        # read takes half a second, one at a time): its state, progress and
+        # what limits it so far, then its end.
         ui.tab("stores")
         ui.find('article[data-store="s1"] button.verify-store').click()
         ui.visible("#task-detail")
-        ui.text_in("#task-title", "verify of s1")
-        ui.text_in("#task-title", "ok")  # the page follows the task until it ends
-        ui.text_in("#task-log", "verif")
-        ui.find('#task-table tr[data-task]')
+        ui.text_in("#task-title", "verify of s1 · running")
+        ui.text_in("#task-limit", "limit so far: source reads")
+        ui.text_in("#task-bytes", "verify:")
+        check("running" in ui.find("#task-title").text, "the verify ended before it was seen running")
+        ui.find('#task-table tr[data-task] .badge.run')
+        ui.shot("dashboard-task-running.png")
+        ui.text_in("#task-title", "· ok")  # the page follows the task until it ends
+        ui.text_in("#task-log", "verify ended: ok")
+        ui.text_in("#task-limit", "bottleneck: ")
         ui.shot("dashboard-task.png")
         ui.logout()
 
@@ -283,7 +349,7 @@ def run(work):
         # A reader: its datastore only, no actions offered, one forced is refused.
         ui.login(reader)
         ui.text_in("#who", "viewer (reader, s1)")
-        ui.text_in('article[data-store="s1"] .stats', "3 in 2 groups")
+        ui.text_in('article[data-store="s1"] .stats', "4 in 3 groups")
         check(not driver.find_elements(By.CSS_SELECTOR, 'article[data-store="s2"]'), "a reader sees s2")
         check(not driver.find_elements(By.CSS_SELECTOR, "button.verify-store, button.gc-store"),
               "a reader is offered verify or gc")
@@ -295,6 +361,14 @@ def run(work):
         check(status == 403, f"a reader protecting a snapshot got {status}, not 403")
         check(ui.fetch("POST", "/api/v1/stores/s1/gc", "{}") == 403, "a reader started a gc")
         check(ui.fetch("GET", "/api/v1/stores/s2/status", None) == 403, "a reader read s2's status")
+        # The tree file of s1 is the reader's to download; s2's same file is not.
+        status, text = ui.fetch_text(download_url)
+        check(status == 200 and text == MOTD, f"a reader downloading s1's etc/motd: {status}")
+        other = download_url.replace("/stores/s1/", "/stores/s2/")
+        s2_files = sorted(s["snapshot"] for s in snapshots_json(s2) if s["type"] == "host" and s["id"] == "files")[0]
+        other = re.sub(r"snapshot=[^&]*", "snapshot=" + s2_files.replace("/", "%2F").replace(":", "%3A"), other)
+        status, text = ui.fetch_text(other)
+        check(status == 403, f"a reader of s1 downloading s2's file got {status}: {text[:200]}")
         check(not {s["snapshot"]: s for s in snapshots_json(s1)}[newest]["protected"],
               "a reader's refused request protected a snapshot")
         step("reader's tasks")

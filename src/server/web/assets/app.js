@@ -69,6 +69,13 @@ const storePath = (store, rest) => '/api/v1/stores/' + encodeURIComponent(store)
 function query(params) {
   return '?' + Object.entries(params).map(([k, v]) => k + '=' + encodeURIComponent(v)).join('&');
 }
+// An SVG element (the throughput chart): attributes only, no inline style.
+function svg(tag, attrs, ...children) {
+  const e = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const c of children.flat()) e.append(c);
+  return e;
+}
 async function act(fn, done) {
   try { await fn(); notice(''); if (done) done(); } catch (e) { notice(e.message); }
 }
@@ -121,10 +128,46 @@ async function loadStores() {
           stat('last gc', s.last_gc ? when(s.last_gc.time) + ', freed ' + bytes(s.last_gc.removed_bytes) : 'never'));
         // Widths set from script (the page's CSP allows no inline styles).
         for (const b of body.querySelectorAll('[data-w]')) b.style.width = (100 * b.dataset.w).toFixed(1) + '%';
+        return api('GET', storePath(name, '/throughput')).then(({ data }) => body.append(throughputChart(data)));
       }).catch(e => body.replaceChildren(el('p', { class: 'error' }, e.message)));
     }
   }
   box.replaceChildren(...(cards.length ? cards : [el('p', {}, 'This token sees no datastore.')]));
+}
+
+// The last half hour of a datastore's traffic through the server, per
+// 30 s: bytes in (backups, green) and out (restores, verifies, syncs,
+// blue), side by side. Drawn as inline SVG by this script: no chart library
+// to embed or update, and the page's CSP (no inline script or style) holds.
+function throughputChart(data) {
+  const per = Math.max(1, Math.round(30 / data.interval_s));  // server intervals per bar
+  const iv = data.interval_s * per;
+  const recent = data.points.slice(-Math.round(1800 / data.interval_s));
+  const pts = [];
+  for (let i = 0; i < recent.length; i += per) {
+    const group = recent.slice(i, i + per);
+    pts.push([group[0][0], group.reduce((n, p) => n + p[1], 0), group.reduce((n, p) => n + p[2], 0)]);
+  }
+  const w = 360, h = 64, bw = w / pts.length;
+  const peak = Math.max(...pts.map(p => Math.max(p[1], p[2])), 1);
+  const bars = [];
+  let total_in = 0, total_out = 0;
+  pts.forEach((p, i) => {
+    total_in += p[1];
+    total_out += p[2];
+    for (const [k, v] of [[0, p[1]], [1, p[2]]]) {
+      if (!v) continue;
+      const bh = Math.max(1, h * v / peak);
+      bars.push(svg('rect', { class: k ? 'out' : 'in', x: (i * bw + k * bw / 2).toFixed(2), y: (h - bh).toFixed(2),
+        width: (bw / 2).toFixed(2), height: bh.toFixed(2) }, svg('title', {}, when(p[0]) + (k ? ' out ' : ' in ') + bytes(v / iv) + '/s')));
+    }
+  });
+  return el('div', { class: 'throughput', 'data-in-bytes': total_in, 'data-out-bytes': total_out },
+    el('span', { class: 'label' }, 'throughput, last 30 min'),
+    svg('svg', { viewBox: '0 0 ' + w + ' ' + h, preserveAspectRatio: 'none', role: 'img', 'aria-label': 'throughput' },
+      svg('line', { x1: 0, y1: h - 0.5, x2: w, y2: h - 0.5, class: 'axis' }), bars),
+    el('small', {}, el('span', { class: 'key in' }, '■'), ' in ' + bytes(total_in) + '  ',
+      el('span', { class: 'key out' }, '■'), ' out ' + bytes(total_out) + (total_in + total_out ? ' · peak ' + bytes(peak / iv) + '/s' : '')));
 }
 
 // --- snapshots -------------------------------------------------------------
@@ -143,6 +186,33 @@ function notesEditor(store, snap, row, cols) {
   row.after(editor);
   area.focus();
 }
+// A tree archive's browser, under the snapshot's row: directories open in
+// place, files download through GET …/tree?download=1 (the session cookie
+// goes with a same-origin link; the server checks the token as for any route).
+function treeBrowser(store, snap, archive, row, cols) {
+  const cell = el('td', { colspan: cols });
+  const box = el('tr', { class: 'tree-row', 'data-archive': archive }, cell);
+  const params = path => ({ ns: snap.ns, snapshot: snap.snapshot, archive, path });
+  async function show(path) {
+    let data;
+    try { ({ data } = await api('GET', storePath(store, '/tree' + query(params(path))))); } catch (e) { cell.replaceChildren(el('p', { class: 'error' }, e.message)); return; }
+    const up = path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : '';
+    const rows = data.entries.map(e => el('li', { 'data-path': e.path, class: e.kind },
+      e.kind === 'dir' ? el('button', { type: 'button', class: 'link', onclick: () => show(e.path) }, e.name + '/')
+        : e.kind === 'file' || e.kind === 'hardlink' ? el('a', { class: 'download', href: storePath(store, '/tree' + query({ ...params(e.path), download: 1 })), download: e.name }, e.name)
+        : el('span', {}, e.name + ' (' + e.kind + ')'),
+      e.kind === 'file' ? el('small', {}, ' ' + bytes(e.size)) : null));
+    cell.replaceChildren(
+      el('div', { class: 'panel-head' }, el('strong', { class: 'mono' }, archive + ':/' + path),
+        el('span', { class: 'actions' }, path && el('button', { type: 'button', class: 'quiet up', onclick: () => show(up) }, 'Up'),
+          el('button', { type: 'button', class: 'quiet', onclick: () => box.remove() }, 'Close'))),
+      el('ul', { class: 'tree-list' }, rows.length ? rows : el('li', {}, 'empty')),
+      ...(data.truncated ? [el('small', {}, 'only the first ' + rows.length + ' entries')] : []));
+  }
+  for (const old of row.parentNode.querySelectorAll('tr.tree-row')) old.remove();
+  row.after(box);
+  show('');
+}
 function snapshotRow(store, snap) {
   const cols = 7;
   const row = el('tr', { 'data-snapshot': snap.snapshot },
@@ -155,7 +225,9 @@ function snapshotRow(store, snap) {
     el('td', { class: 'actions' },
       can('protect') && el('button', { type: 'button', class: 'protect', onclick: () => act(() => api('PUT', storePath(store, '/protected' + query({ ns: snap.ns, snapshot: snap.snapshot })), { protected: !snap.protected }), loadSnapshots) }, snap.protected ? 'Unprotect' : 'Protect'),
       can('notes') && el('button', { type: 'button', class: 'edit-notes quiet', onclick: () => notesEditor(store, snap, row, cols) }, 'Notes'),
-      can('verify') && el('button', { type: 'button', class: 'verify quiet', onclick: () => act(() => startTask(store, 'verify', { ns: snap.ns, snapshot: snap.snapshot })) }, 'Verify')));
+      can('verify') && el('button', { type: 'button', class: 'verify quiet', onclick: () => act(() => startTask(store, 'verify', { ns: snap.ns, snapshot: snap.snapshot })) }, 'Verify'),
+      snap.archives.filter(a => a.name.endsWith('.tree')).map(a =>
+        el('button', { type: 'button', class: 'browse quiet', 'data-archive': a.name, onclick: () => treeBrowser(store, snap, a.name, row, cols) }, 'Browse ' + a.name))));
   return row;
 }
 async function prunePreview(store, group, ns, out, keep) {
@@ -245,12 +317,14 @@ async function openTask(id) {
     document.getElementById('task-title').textContent = t.kind + ' of ' + t.store + ' · ' + t.state;
     const p = t.progress || {};
     document.getElementById('task-progress').replaceChildren(bar(progressOf(t)),
-      el('small', {}, (p.phase ? p.phase + ': ' : '') + bytes(p.done_bytes) + ' of ' + bytes(p.total_bytes) + (t.summary ? ' · ' + t.summary : '') + (t.result ? ' · ' + t.result : '')));
+      el('small', { id: 'task-bytes' }, (p.phase ? p.phase + ': ' : '') + bytes(p.done_bytes) + ' of ' + bytes(p.total_bytes) + (t.summary ? ' · ' + t.summary : '') + (t.result ? ' · ' + t.result : '')),
+      // What limits it (the stage meter: while running, since its start).
+      t.bottleneck ? el('div', { id: 'task-limit', class: 'muted' }, (t.state === 'running' ? 'limit so far: ' : 'bottleneck: ') + t.bottleneck.line) : null);
     const log = await api('GET', '/api/v1/tasks/' + id + '/log?since=' + S.logLines);
     const total = parseInt(log.headers.get('X-Cairn-Log-Lines') || '0', 10);
     if (log.data) document.getElementById('task-log').append(log.data);
     S.logLines = total;
-    if (t.state === 'running' && S.task === id) S.timers.task = setTimeout(() => openTask(id), 1000);
+    if (t.state === 'running' && S.task === id) S.timers.task = setTimeout(() => openTask(id), 500);
     else loadTasks();  // the list shows the end as well
   } catch (e) { notice(e.message); }
 }

@@ -28,7 +28,9 @@
 # reported as finished is restored and compared byte for byte (image by
 # SHA-256, tree by the SHA-256 of every file) unless prune removed it (it
 # has 4 newer snapshots listed: the rule). A finished snapshot missing
-# otherwise, or one that restores different bytes, fails the soak (exit 1); one that fails with exit 3 (corruption)
+# otherwise, one that restores different bytes, or a healing backup's
+# snapshot that the second verify finds referencing a damaged or missing
+# chunk, fails the soak (exit 1); one that fails with exit 3 (corruption)
 # because it holds a corrupted chunk that verify found and no source has
 # any more is counted as "lost to injected corruption", not a failure.
 # Prints the counts (one line per figure, and DIR/summary.txt).
@@ -330,6 +332,21 @@ done
 for s in a b; do
   "$CAIRN" verify -r "$dir/store-$s" --json >"$dir/log/verify2-$s.json" 2>>"$dir/log/final.log"
   echo "$?" >"$dir/log/verify2-$s.rc"
+  # The healing backup read its whole source again: its snapshot must not
+  # reference a damaged or missing chunk (older ones may: their data left
+  # the source).
+  t=$((1000000 + $(printf '%d' "'$s")))
+  bad=$(python3 -c '
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception:
+    sys.exit(0)
+for p in d.get("problems", []):
+    if any(a.startswith(sys.argv[2] + " ") for a in p.get("affected", [])):
+        print(p.get("what", "?"))
+' "$dir/log/verify2-$s.json" "vm/$s/$(snap_time $t)")
+  [[ -z $bad ]] || failures+=("the healing backup vm/$s/$(snap_time $t) references $bad")
 done
 
 restored=0

@@ -20,7 +20,8 @@
 #   units, coverage, corpus files before and after
 #   (docs/BENCHMARKS.md, "Fuzzing").
 # CAIRN_FUZZ_BUILD=DIR: another sanitizer tree's targets (default
-#   build/asan-ubsan); CAIRN_FUZZ_JOBS: targets side by side (default: cores).
+#   build/asan-ubsan); CAIRN_FUZZ_JOBS: targets side by side (default: cores);
+#   CAIRN_FUZZ_TARGETS="NAME …": only those targets.
 #
 # Needs clang and libFuzzer: apt-get install -y clang libclang-rt-14-dev libfuzzer-14-dev
 set -euo pipefail
@@ -122,9 +123,14 @@ run_target() {
     tail -n 40 "$build/$name.log"
     ls -l "$artifacts" || true
     if ((long)); then
+      # Crashes, leaks and memory blow-ups are kept; a timeout may be a
+      # starved machine (rerun the target alone to tell it from a hang).
       mkdir -p "$regressions"
-      cp "$artifacts"/* "$regressions"/ 2>/dev/null &&
-        echo "!! $name: the failing input(s) copied to fuzz/regressions/$name/ (commit with the fix)"
+      local f
+      for f in "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/oom-*; do
+        [[ -f $f ]] && cp "$f" "$regressions"/ &&
+          echo "!! $name: $(basename "$f") copied to fuzz/regressions/$name/ (commit it with the fix)"
+      done
     fi
     return 1
   fi
@@ -158,6 +164,8 @@ reap() {  # waits for the oldest running target
 }
 for spec in "${targets[@]}"; do
   IFS=: read -r name max_len extra <<<"$spec"
+  # CAIRN_FUZZ_TARGETS="a b": only those.
+  [[ -z ${CAIRN_FUZZ_TARGETS:-} || " $CAIRN_FUZZ_TARGETS " == *" $name "* ]] || continue
   ((${#pids[@]} >= parallel)) && reap
   run_target "$name" "$max_len" "$extra" >"$build/$name.report" 2>&1 &
   pids+=($!)

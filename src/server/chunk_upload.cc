@@ -86,14 +86,26 @@ Status SessionRegistry::Charge(BackupSession& s, uint64_t raw_size, uint64_t* re
 
 Status SessionRegistry::AdmitChunk(BackupSession& s, const crypto::Digest& id, ByteSpan blob,
                                    uint64_t* request_decoded) {
+  const datastore::Datastore& store = *s.store;
+  bool in_base = false;
   {
     std::lock_guard lock(s.mu);
-    // Held already (a repeat, or a chunk of the base): nothing to do.
-    if (s.base.contains(id) || s.proven.contains(id)) return Status::Ok();
+    // Held already (a repeat): nothing to do.
+    if (s.proven.contains(id)) return Status::Ok();
+    in_base = s.base.contains(id);
+  }
+  // A chunk of the base is held too, unless a verify quarantined it since
+  // the base was written (it is no longer present): a client re-reading
+  // its data after a failed verify uploads it again, and this stores the
+  // good copy, which heals the store (issue 29: the soak found backups
+  // through the server that listed the quarantined chunk instead). A
+  // client sends a base chunk only then, so the check costs nothing else.
+  if (in_base) {
+    CAIRN_ASSIGN_OR_RETURN(bool present, store.sink().Contains(id));
+    if (present) return Status::Ok();
   }
   auto header = blob::Check(blob);
   if (!header.ok()) return Refused(id, header.status().message());
-  const datastore::Datastore& store = *s.store;
   if (header->encryption != blob::Encryption::kNone) {
     ChunkMode mode{true, header->key_print};
     {

@@ -203,6 +203,35 @@ TEST_F(LocalChunkStoreTest, EmptyChunkFileIsATornInsert) {
   EXPECT_EQ(*read, stored);
 }
 
+// InsertAbsent (the caller has just been told Contains() is false) asks
+// nothing first, yet still never replaces a chunk that is there, and a torn
+// one still gives way.
+TEST_F(LocalChunkStoreTest, InsertAbsentNeverReplacesAndRepairsTorn) {
+  auto [id, stored] = MakeChunk(9);
+  auto first = store_->InsertAbsent(id, stored);
+  CAIRN_ASSERT_OK(first);
+  EXPECT_TRUE(first->inserted);
+  EXPECT_EQ(first->stored_bytes, stored.size());
+  Bytes other = stored;
+  other.back() ^= 1;
+  auto again = store_->InsertAbsent(id, other);
+  CAIRN_ASSERT_OK(again);
+  EXPECT_FALSE(again->inserted);
+  auto read = store_->Read(id);
+  CAIRN_ASSERT_OK(read);
+  EXPECT_EQ(*read, stored);
+  EXPECT_EQ(ListPrefixDir(id).size(), 1u);  // no temp file left behind
+
+  auto [torn_id, torn_stored] = MakeChunk(10);
+  test_util::WriteFileOrFail(store_->ChunkPath(torn_id), ByteSpan());
+  auto repaired = store_->InsertAbsent(torn_id, torn_stored);
+  CAIRN_ASSERT_OK(repaired);
+  EXPECT_TRUE(repaired->inserted);
+  auto back = store_->Read(torn_id);
+  CAIRN_ASSERT_OK(back);
+  EXPECT_EQ(*back, torn_stored);
+}
+
 TEST_F(LocalChunkStoreTest, ChunkFileCutShortIsATornInsert) {
   // What a power cut leaves of a chunk renamed into place before its
   // contents reached the disk: a page-aligned prefix.

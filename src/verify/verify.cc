@@ -15,6 +15,7 @@
 #include "blob/blob.h"
 #include "pipeline/fetch_pipeline.h"
 #include "pipeline/worker_group.h"
+#include "restore/chunk_read.h"
 #include "store/local_chunk_store.h"
 #include "verify/ledger.h"
 #include "verify/verify_detail.h"
@@ -169,19 +170,15 @@ class ChunkChecker {
         now_unix_(now_unix),
         ledger_(ledger),
         out_(out),
-        copts_(pipeline::ConcurrencyController::Options::ForJobs(
-            options.jobs, source.Traits().initial_reads_in_flight,
-            source.Traits().max_reads_in_flight)),
-        controller_(copts_) {}
+        controller_(restore::ReadConcurrency(source.Traits(), options.jobs)) {}
 
   // Reads `stretch` in order. At `deadline_ns` (monotonic; 0: none) no
   // further chunk starts, except the first one of the run (`first`), the
   // ones started are checked, and Cancelled is returned; the chunks not
   // reached stay kNotReached.
   Status Check(std::span<const uint32_t> stretch, int64_t deadline_ns, bool first) {
-    pipeline::FetchPipelineOptions popts;
-    popts.controller = &controller_;
-    popts.max_io_threads = copts_.max;
+    pipeline::FetchPipelineOptions popts =
+        restore::ReadPipelineOptions(source_.Traits(), options_.jobs, &controller_);
     popts.cpu_workers = options_.cpu_workers;
     popts.progress = options_.progress;
     // Chunks already started when the slice ends (or the task is
@@ -284,7 +281,6 @@ class ChunkChecker {
   const int64_t now_unix_;
   LedgerWriter& ledger_;
   Outcomes* out_;
-  const pipeline::ConcurrencyController::Options copts_;
   pipeline::ConcurrencyController controller_;
   std::atomic<uint64_t> stored_bytes_{0}, raw_bytes_{0}, checked_{0}, keyless_{0};
 };

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -208,28 +209,26 @@ TEST_F(LocalChunkStoreTest, EmptyChunkFileIsATornInsert) {
 // one still gives way.
 TEST_F(LocalChunkStoreTest, InsertAbsentNeverReplacesAndRepairsTorn) {
   auto [id, stored] = MakeChunk(9);
-  auto first = store_->InsertAbsent(id, stored);
-  CAIRN_ASSERT_OK(first);
-  EXPECT_TRUE(first->inserted);
-  EXPECT_EQ(first->stored_bytes, stored.size());
+  auto [torn_id, torn_stored] = MakeChunk(10);
   Bytes other = stored;
   other.back() ^= 1;
-  auto again = store_->InsertAbsent(id, other);
-  CAIRN_ASSERT_OK(again);
-  EXPECT_FALSE(again->inserted);
-  auto read = store_->Read(id);
-  CAIRN_ASSERT_OK(read);
-  EXPECT_EQ(*read, stored);
-  EXPECT_EQ(ListPrefixDir(id).size(), 1u);  // no temp file left behind
-
-  auto [torn_id, torn_stored] = MakeChunk(10);
   test_util::WriteFileOrFail(store_->ChunkPath(torn_id), ByteSpan());
-  auto repaired = store_->InsertAbsent(torn_id, torn_stored);
-  CAIRN_ASSERT_OK(repaired);
-  EXPECT_TRUE(repaired->inserted);
-  auto back = store_->Read(torn_id);
-  CAIRN_ASSERT_OK(back);
-  EXPECT_EQ(*back, torn_stored);
+  // (id, bytes, inserted, what the store then holds)
+  const std::vector<std::tuple<ChunkId, Bytes, bool, Bytes>> steps = {
+      {id, stored, true, stored},  // new
+      {id, other, false, stored},  // there already: left alone
+      {torn_id, torn_stored, true, torn_stored},  // torn: gives way
+  };
+  for (const auto& [chunk, bytes, inserted, held] : steps) {
+    auto r = store_->InsertAbsent(chunk, bytes);
+    CAIRN_ASSERT_OK(r);
+    EXPECT_EQ(r->inserted, inserted);
+    EXPECT_EQ(r->stored_bytes, inserted ? bytes.size() : 0u);
+    auto read = store_->Read(chunk);
+    CAIRN_ASSERT_OK(read);
+    EXPECT_EQ(*read, held);
+  }
+  EXPECT_EQ(ListPrefixDir(id).size(), 1u);  // no temp file left behind
 }
 
 TEST_F(LocalChunkStoreTest, ChunkFileCutShortIsATornInsert) {

@@ -3,9 +3,11 @@
 // sleeps 100 ms: --inject-write-latency) must name target writes; a slow
 // source (every read sleeps 100 ms, one at a time) must name source reads,
 // for restore, rehearse and verify; backup and the JSON report carry the
-// per-stage figures. The injected sleeps are 20× what a chunk's check
+// per-stage figures, for image and tree archives. The injected sleeps are 20× what a chunk's check
 // costs even on a loaded machine, so the verdicts do not depend on speed.
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 
 #include <string>
 
@@ -165,6 +167,30 @@ TEST_F(BottleneckTest, GcReportsItsStages) {
             0)
       << b.dump(2);
   RunResult r = OnStore("gc", {"--grace", "0"});
+  ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
+  EXPECT_EQ(LastLine(r.out).rfind("bottleneck: ", 0), 0u) << r.out;
+}
+
+TEST_F(BottleneckTest, TreeBackupReportsItsStages) {
+  // A small tree: a subdirectory and three random files of 1 MiB.
+  const std::string dir = Path("tree");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir + "/sub").c_str(), 0755), 0);
+  for (int i = 0; i < 3; ++i) {
+    const std::string file = dir + (i == 0 ? "/sub/f" : "/f") + std::to_string(i);
+    ImageWriter(file, 1 << 20, 11 + i).Random(0, 1 << 20);
+  }
+  nlohmann::json j = RunJson("backup", {"--id", "host/t", "--time", SnapTime(1),
+                                        "root.tree=" + dir});
+  ExpectReport(j["bottleneck"]);
+  // The files were read, cut and hashed, the new chunks stored, and the
+  // walk read the tree's metadata: every one of those stages was timed.
+  const nlohmann::json& stages = j["bottleneck"]["stages"];
+  for (const char* s : {"source_reads", "hash", "compress", "target_writes", "metadata"}) {
+    EXPECT_GT(stages[s]["seconds"].get<double>(), 0) << s << " in " << stages.dump(2);
+  }
+  RunResult r = OnStore("backup", {"--id", "host/t", "--time", SnapTime(2),
+                                   "root.tree=" + dir});
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
   EXPECT_EQ(LastLine(r.out).rfind("bottleneck: ", 0), 0u) << r.out;
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "backup/dedup_base.h"
 #include "blob/blob.h"
 #include "datastore/snapshot_writer.h"
 
@@ -29,51 +30,8 @@ Result<int64_t> PickTime(const datastore::Datastore& store, const BackupOptions&
   return now;
 }
 
-// Whether `prev` was made the way this backup writes: both plain, or both
-// encrypted with the datastore's key (a checked signature). Chunk ids differ
-// between keys, so another key's snapshot is no dedup base.
-bool SameKey(const datastore::Datastore& store, const datastore::SnapshotRef& prev, Logger& log) {
-  auto manifest = store.ReadManifest(prev);
-  if (!manifest.ok()) return true;  // LoadBase and the tree base report it
-  const crypto::CryptConfig* key = store.key();
-  if (!manifest->encrypted && key == nullptr) return true;
-  if (manifest->encrypted && key != nullptr && manifest->key_fingerprint == key->fingerprint()) {
-    return true;
-  }
-  log.Info("previous snapshot {} is {}; not using it as dedup base", prev.ToString(),
-           !manifest->encrypted ? "not encrypted"
-           : key == nullptr     ? "encrypted and this backup is not"
-                                : "encrypted with another key");
-  return false;
-}
-
-// The dedup base for `archive`: ids of the same archive in the latest
-// finished snapshot, unless that snapshot failed its last verify.
-bool LoadBase(const datastore::Datastore& store, const std::optional<datastore::SnapshotRef>& prev,
-              const std::string& archive, Logger& log, DigestSet* known) {
-  if (!prev) return false;
-  auto state = store.ReadVerifyState(*prev);
-  if (state && state->outcome == datastore::VerifyOutcome::kFailed) {
-    log.Warn("previous snapshot {} failed verification; not using it as dedup base",
-             prev->ToString());
-    return false;
-  }
-  auto manifest = store.ReadManifest(*prev);
-  if (!manifest.ok()) return false;
-  const index::ArchiveEntry* entry = manifest->Find(archive);
-  if (entry == nullptr || entry->kind != index::ArchiveKind::kImage) return false;
-  auto idx = store.ReadImageIndex(*prev, *entry);
-  if (!idx.ok()) {
-    log.Warn("cannot use {} of {} as dedup base: {}", archive, prev->ToString(),
-             idx.status().ToString());
-    return false;
-  }
-  known->insert(idx->digests().begin(), idx->digests().end());
-  return true;
-}
-
 Status BackupOneImage(const datastore::Datastore& store, datastore::SnapshotWriter& writer,
-                      const std::optional<datastore::SnapshotRef>& prev, const ArchiveSpec& spec,
+                      const std::optional<DedupBase>& base, const ArchiveSpec& spec,
                       const BackupOptions& options, ArchiveReport* report) {
   Env& env = store.env();
   CAIRN_ASSIGN_OR_RETURN(FileInfo info, env.Stat(spec.source));
@@ -84,7 +42,7 @@ Status BackupOneImage(const datastore::Datastore& store, datastore::SnapshotWrit
   CAIRN_ASSIGN_OR_RETURN(auto source, env.OpenReadable(spec.source));
   CAIRN_ASSIGN_OR_RETURN(uint64_t size, source->Size());
   DigestSet known;
-  report->had_base = LoadBase(store, prev, spec.name, *options.logger, &known);
+  report->had_base = base && base->AddImageIds(store, spec.name, *options.logger, &known);
   ImageBackupOptions image = options.image;
   image.known = &known;
   image.crypt = store.key();
@@ -95,14 +53,15 @@ Status BackupOneImage(const datastore::Datastore& store, datastore::SnapshotWrit
 }
 
 Status BackupOneTree(const datastore::Datastore& store, datastore::SnapshotWriter& writer,
-                     const std::optional<datastore::SnapshotRef>& prev, const ArchiveSpec& spec,
+                     const std::optional<DedupBase>& base, const ArchiveSpec& spec,
                      const BackupOptions& options, ArchiveReport* report) {
   TreeBackupOptions tree = options.tree;
   tree.logger = options.logger;
   tree.progress = options.image.progress;
   if (tree.workers == 0) tree.workers = options.image.workers;
   CAIRN_RETURN_IF_ERROR(
-      BackupTree(store, writer, prev, spec.name, spec.source, tree, &report->tree));
+      BackupTree(store, writer, base ? &*base : nullptr, spec.name, spec.source, tree,
+                 &report->tree));
   report->had_base = report->tree.reused_files > 0;
   report->stats.bytes = report->tree.bytes;
   report->stats.chunks = report->tree.chunks;
@@ -170,8 +129,15 @@ Result<BackupReport> RunBackup(const datastore::Datastore& store, const BackupOp
     if (code != StatusCode::kNotFound && code != StatusCode::kUnavailable) return lock.status();
     snaps.pop_back();  // being forgotten: the one before is the base
   }
-  if (prev && !SameKey(store, *prev, *options.logger)) prev.reset();
-  if (prev) CAIRN_RETURN_IF_ERROR(writer->UseBase(*prev));
+  // Its manifest and verify state are read once, here, for every archive.
+  std::optional<DedupBase> base;
+  if (prev) {
+    auto manifest = store.ReadManifest(*prev);
+    if (DedupBase::SameKey(store, *prev, manifest, *options.logger)) {
+      CAIRN_RETURN_IF_ERROR(writer->UseBase(*prev));
+      base = DedupBase::Open(store, *prev, std::move(manifest), *options.logger);
+    }
+  }
 
   BackupReport report;
   report.snapshot = snap;
@@ -184,10 +150,10 @@ Result<BackupReport> RunBackup(const datastore::Datastore& store, const BackupOp
     Status s;
     switch (ar.kind) {
       case index::ArchiveKind::kImage:
-        s = BackupOneImage(store, *writer, prev, spec, options, &ar);
+        s = BackupOneImage(store, *writer, base, spec, options, &ar);
         break;
       case index::ArchiveKind::kTree:
-        s = BackupOneTree(store, *writer, prev, spec, options, &ar);
+        s = BackupOneTree(store, *writer, base, spec, options, &ar);
         break;
       case index::ArchiveKind::kBlob:
         s = BackupOneBlob(store, *writer, spec, &ar);

@@ -6,12 +6,10 @@
 // run the other way. Its I/O stage keeps positional reads of the source in
 // flight, as many as the concurrency controller finds useful (a deep queue
 // for an array of disks, one or two for a file in the page cache); CPU
-// workers (one per core) detect all-zero chunks (their id is known up
-// front), SHA-256 the rest, skip ids the dedup base or the store already
-// holds, and compress + insert the others. A digest is claimed by the first
-// worker that meets it, so a chunk repeated within one run is stored once
-// and counted once. Memory: the pipeline's byte budget, whatever the image
-// size.
+// workers (one per core) run the store-chunk step (backup/chunk_writer.h:
+// zero check, id, claim, base lookup, existence check, compress, insert),
+// so a chunk repeated within one run is stored once and counted once.
+// Memory: the pipeline's byte budget, whatever the image size.
 //
 // The source must not change while it is read: a size that differs at the
 // end, or a read that ends early, fails the archive (FailedPrecondition).
@@ -19,8 +17,8 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_set>
 
+#include "backup/chunk_writer.h"
 #include "base/env.h"
 #include "base/logging.h"
 #include "crypto/sha256.h"
@@ -30,17 +28,9 @@
 
 namespace cairn::backup {
 
-using DigestSet = std::unordered_set<crypto::Digest, crypto::DigestHash>;
-
-struct ImageStats {
+// What the store-chunk step counted (chunks, zero, new and reused), and:
+struct ImageStats : ChunkWriterStats {
   uint64_t bytes = 0;
-  uint64_t chunks = 0;
-  uint64_t zero_chunks = 0;    // all-zero chunks (stored at most once per store)
-  uint64_t new_chunks = 0;     // stored by this run
-  uint64_t new_bytes = 0;      // plaintext bytes of the new chunks
-  uint64_t stored_bytes = 0;   // encoded bytes written for them
-  uint64_t reused_chunks = 0;  // already in the base or the store
-  uint64_t reused_bytes = 0;
   int reads_final = 0;  // reads of the source in flight at the end
   int reads_max = 0;
   double reads_mean = 0;  // time-weighted

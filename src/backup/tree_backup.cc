@@ -14,11 +14,11 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <unordered_map>
+#include <optional>
 
 #include <fmt/format.h>
 
-#include "backup/image_backup.h"
+#include "backup/chunk_writer.h"
 #include "blob/blob.h"
 #include "index/chunker.h"
 #include "pipeline/bounded_queue.h"
@@ -49,26 +49,18 @@ int64_t Nanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1'000'000'0
 class PreviousTree {
  public:
   static std::unique_ptr<PreviousTree> Open(const datastore::Datastore& store,
-                                            const datastore::SnapshotRef& snap,
-                                            const std::string& name, Logger& log) {
-    auto state = store.ReadVerifyState(snap);
-    if (state && state->outcome == datastore::VerifyOutcome::kFailed) {
-      log.Warn("previous snapshot {} failed verification; reading every file again",
-               snap.ToString());
-      return nullptr;
-    }
-    auto manifest = store.ReadManifest(snap);
-    if (!manifest.ok()) return nullptr;
-    const index::ArchiveEntry* entry = manifest->Find(name);
-    if (entry == nullptr || entry->kind != index::ArchiveKind::kTree) return nullptr;
-    auto indexes = store.ReadTreeIndexes(snap, *entry);
+                                            const DedupBase& base, const std::string& name,
+                                            Logger& log) {
+    const index::ArchiveEntry* entry = base.Find(name, index::ArchiveKind::kTree);
+    if (entry == nullptr) return nullptr;
+    auto indexes = store.ReadTreeIndexes(base.snapshot(), *entry);
     if (!indexes.ok()) {
-      log.Warn("cannot use {} of {} as base: {}", name, snap.ToString(),
+      log.Warn("cannot use {} of {} as base: {}", name, base.snapshot().ToString(),
                indexes.status().ToString());
       return nullptr;
     }
     return std::unique_ptr<PreviousTree>(
-        new PreviousTree(store, snap, std::move(*indexes), log));
+        new PreviousTree(store, base.snapshot(), std::move(*indexes), log));
   }
 
   const index::DynamicIndex& data() const { return indexes_.data; }
@@ -161,12 +153,10 @@ class TreeJob {
         walk_queue_(kWalkQueue),
         chunk_queue_(static_cast<size_t>(workers_) * 2),
         pool_(static_cast<size_t>(workers_) * 2 + 4),
-        encoder_([this](ByteSpan piece) { return AppendMeta(piece); }) {
-    if (prev_) {
-      for (const auto& e : prev_->data().entries()) known_.insert(e.digest);
-      for (const auto& e : prev_->meta().entries()) known_.insert(e.digest);
-    }
-  }
+        encoder_([this](ByteSpan piece) { return AppendMeta(piece); }),
+        meter_(pipeline::MeterOf(options.progress)),
+        known_(KnownIds(prev_.get())),
+        writer_(store.sink(), {.crypt = store.key(), .known = &known_, .meter = meter_}) {}
 
   Status Run(const std::string& source_dir, index::DynamicIndex* meta, index::DynamicIndex* data) {
     RaiseFileLimit();
@@ -207,9 +197,10 @@ class TreeJob {
     *meta = index::DynamicIndex(std::vector<index::DynamicEntry>(meta_.entries.begin(),
                                                                  meta_.entries.end()));
     stats_.chunks = data_.entries.size() + meta_.entries.size();
-    stats_.new_chunks = new_chunks_;
-    stats_.new_bytes = new_bytes_;
-    stats_.stored_bytes = stored_bytes_;
+    const ChunkWriterStats written = writer_.stats();
+    stats_.new_chunks = written.new_chunks;
+    stats_.new_bytes = written.new_bytes;
+    stats_.stored_bytes = written.stored_bytes;
     stats_.meta_bytes = meta->size();
     stats_.padding_bytes = injected_bytes_ - std::min(injected_bytes_, stats_.reused_bytes);
     return Status::Ok();
@@ -226,6 +217,14 @@ class TreeJob {
     std::deque<index::DynamicEntry> entries;  // references stay valid on push_back
     uint64_t pos() const { return end + cur.size(); }
   };
+
+  static DigestSet KnownIds(const PreviousTree* prev) {
+    DigestSet known;
+    if (prev == nullptr) return known;
+    for (const auto& e : prev->data().entries()) known.insert(e.digest);
+    for (const auto& e : prev->meta().entries()) known.insert(e.digest);
+    return known;
+  }
 
   static void RaiseFileLimit() {
     struct rlimit rl {};
@@ -297,13 +296,19 @@ class TreeJob {
     begin.type = WalkItem::Type::kBeginDir;
     begin.entry = dir_entry;
     if (!Push(std::move(begin))) return Cancelled();
-    auto names = ReadNames(dirfd, dir_entry.path);
+    auto names = [&] {
+      pipeline::StageTimer busy(meter_, pipeline::Stage::kMetadata);
+      return ReadNames(dirfd, dir_entry.path);
+    }();
     if (!names.ok()) {
       Skip(fmt::format("skipped the contents of /{}: {}", dir_entry.path,
                        names.status().message()));
       names = std::vector<std::string>();
     }
     for (const std::string& name : *names) {
+      // The walk's own work (lstat, xattrs, the previous entry) is metadata;
+      // its waits for the chunker (Push) and the subdirectories are not.
+      std::optional<pipeline::StageTimer> busy(std::in_place, meter_, pipeline::Stage::kMetadata);
       std::string path = dir_entry.path.empty() ? name : dir_entry.path + "/" + name;
       if (name.size() > tree::kMaxNameLength || path.size() > tree::kMaxPathLength) {
         Skip(fmt::format("skipped /{}: name or path too long", path));
@@ -337,6 +342,7 @@ class TreeJob {
           b.entry = std::move(e);
           WalkItem end;
           end.type = WalkItem::Type::kEndDir;
+          busy.reset();
           if (!Push(std::move(b)) || !Push(std::move(end))) return Cancelled();
           continue;
         }
@@ -345,6 +351,7 @@ class TreeJob {
           Skip(fmt::format("skipped directory /{}: {}", path, std::strerror(errno)));
           continue;
         }
+        busy.reset();
         CAIRN_RETURN_IF_ERROR(WalkDir(sub.get(), e, st.st_dev, depth + 1));
         continue;
       }
@@ -361,6 +368,7 @@ class TreeJob {
             link.link_target = it->second;
             link.size = 0;
             item.entry = std::move(link);
+            busy.reset();
             if (!Push(std::move(item))) return Cancelled();
             continue;
           }
@@ -388,6 +396,7 @@ class TreeJob {
         }
       }
       item.entry = std::move(e);
+      busy.reset();
       if (!Push(std::move(item))) return Cancelled();
     }
     WalkItem end;
@@ -446,7 +455,11 @@ class TreeJob {
       size_t n = static_cast<size_t>(std::min<uint64_t>(kReadSize, want - done));
       size_t old = data_.cur.size();
       data_.cur.resize(old + n);
-      ssize_t got = ::pread(item.fd.get(), data_.cur.data() + old, n, static_cast<off_t>(done));
+      ssize_t got;
+      {
+        pipeline::StageTimer reading(meter_, pipeline::Stage::kSourceReads);
+        got = ::pread(item.fd.get(), data_.cur.data() + old, n, static_cast<off_t>(done));
+      }
       if (got < 0) {
         if (errno == EINTR) {
           data_.cur.resize(old);
@@ -524,7 +537,12 @@ class TreeJob {
   Status Scan(Stream& s, size_t from) {
     if (s.payload) last_injected_ = kNone;
     while (from < s.cur.size()) {
-      size_t cut = s.chunker.FindCut(ByteSpan(s.cur).subspan(from));
+      size_t cut;
+      {
+        // The rolling hash that finds cuts: the chunker thread's CPU work.
+        pipeline::StageTimer hashing(meter_, pipeline::Stage::kHash);
+        cut = s.chunker.FindCut(ByteSpan(s.cur).subspan(from));
+      }
       if (cut == 0) break;
       size_t chunk_end = from + cut;
       Bytes rest = pool_.Take();
@@ -558,47 +576,21 @@ class TreeJob {
   // ---- CPU workers ----
 
   Status HashWorker() {
-    thread_local Bytes stored;
-    while (auto work = chunk_queue_.Pop()) {
-      const Bytes& data = work->data;
-      crypto::Digest id =
-          IsAllZero(data) ? ZeroDigest(data.size()) : blob::ChunkId(data, store_.key());
-      work->slot->digest = id;
-      if (Claim(id) && !known_.contains(id)) {
-        CAIRN_ASSIGN_OR_RETURN(bool present, store_.sink().Contains(id));
-        if (!present) {
-          blob::EncodeOptions encode;
-          encode.crypt = store_.key();
-          CAIRN_RETURN_IF_ERROR(blob::EncodeInto(data, encode, &stored));
-          CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, store_.sink().Insert(id, stored));
-          if (r.inserted) {
-            new_chunks_.fetch_add(1, std::memory_order_relaxed);
-            new_bytes_.fetch_add(data.size(), std::memory_order_relaxed);
-            stored_bytes_.fetch_add(r.stored_bytes, std::memory_order_relaxed);
-          }
-        }
+    // This worker's stage times count 1/workers each (stage_meter.h).
+    pipeline::Lanes lanes(workers_);
+    pipeline::CpuWaitScope cpu_wait(meter_);
+    for (;;) {
+      std::optional<ChunkWork> work;
+      {
+        pipeline::StageTimer wait(meter_, pipeline::Stage::kReadWait);
+        work = chunk_queue_.Pop();
       }
-      if (work->payload && options_.progress != nullptr) options_.progress->Add(data.size());
+      if (!work) break;
+      CAIRN_ASSIGN_OR_RETURN(work->slot->digest, writer_.Store(work->data));
+      if (work->payload && options_.progress != nullptr) options_.progress->Add(work->data.size());
       pool_.Give(std::move(work->data));
     }
     return Status::Ok();
-  }
-
-  bool Claim(const crypto::Digest& id) {
-    std::lock_guard lock(mu_);
-    return claimed_.insert(id).second;
-  }
-
-  crypto::Digest ZeroDigest(size_t length) {
-    {
-      std::lock_guard lock(mu_);
-      auto it = zero_digests_.find(length);
-      if (it != zero_digests_.end()) return it->second;
-    }
-    crypto::Digest d = blob::ChunkId(Bytes(length, 0), store_.key());
-    std::lock_guard lock(mu_);
-    zero_digests_.emplace(length, d);
-    return d;
   }
 
   static constexpr size_t kNone = ~size_t{0};
@@ -609,7 +601,6 @@ class TreeJob {
   std::unique_ptr<PreviousTree> prev_;  // walker thread only (Seek)
   TreeStats& stats_;                    // chunker thread, then Run
   const int workers_;
-  DigestSet known_;  // read-only once running
   pipeline::BoundedQueue<WalkItem> walk_queue_;
   pipeline::BoundedQueue<ChunkWork> chunk_queue_;
   pipeline::BufferPool pool_;
@@ -628,22 +619,21 @@ class TreeJob {
   uint64_t last_file_end_ = 0;  // payload end of the last file entry
 
   // Workers.
-  std::mutex mu_;
-  DigestSet claimed_;                                 // GUARDED_BY(mu_)
-  std::unordered_map<size_t, crypto::Digest> zero_digests_;  // GUARDED_BY(mu_)
-  std::atomic<uint64_t> new_chunks_{0}, new_bytes_{0}, stored_bytes_{0};
+  pipeline::StageMeter* const meter_;  // null when there is no progress
+  const DigestSet known_;              // every id of the base's two indexes
+  ChunkWriter writer_;
 };
 
 }  // namespace
 
 Status BackupTree(const datastore::Datastore& store, datastore::SnapshotWriter& writer,
-                  const std::optional<datastore::SnapshotRef>& prev, const std::string& name,
+                  const DedupBase* base, const std::string& name,
                   const std::string& source_dir, const TreeBackupOptions& options,
                   TreeStats* stats) {
-  std::unique_ptr<PreviousTree> base;
-  if (prev) base = PreviousTree::Open(store, *prev, name, *options.logger);
+  std::unique_ptr<PreviousTree> previous;
+  if (base != nullptr) previous = PreviousTree::Open(store, *base, name, *options.logger);
   if (options.progress != nullptr) options.progress->StartPhase("backup", 0);
-  TreeJob job(store, options, std::move(base), stats);
+  TreeJob job(store, options, std::move(previous), stats);
   index::DynamicIndex meta;
   index::DynamicIndex data;
   CAIRN_RETURN_IF_ERROR(job.Run(source_dir, &meta, &data));

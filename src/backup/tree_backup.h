@@ -4,9 +4,14 @@
 // order of the metadata stream), reading metadata (lstat, xattrs) and
 // emitting entries; regular files are read by a pool of reader threads, many
 // files in flight, their bytes delivered in stream order to the chunker
-// (FastCDC, index/chunker.h) on one thread; chunks go to CPU workers (zero
-// check, SHA-256, dedup check, compress, insert) and come back in order to
+// (FastCDC, index/chunker.h) on one thread; chunks go to CPU workers (the
+// store-chunk step of backup/chunk_writer.h) and their ids land in order in
 // the payload index. The metadata stream is chunked the same way.
+//
+// Its stage meter (pipeline/stage_meter.h) names the bottleneck as image
+// backup's does: file reads are source reads, the chunker waiting for the
+// walker or the workers waiting for chunks is read wait, the walk's lstat
+// and xattrs are metadata, and the store-chunk step times its own parts.
 //
 // Unchanged files (same size, mtime, ctime and inode as in the previous
 // snapshot's archive of the same name) are not read: the chunks of the
@@ -25,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "backup/dedup_base.h"
 #include "base/logging.h"
 #include "datastore/datastore.h"
 #include "datastore/snapshot_writer.h"
@@ -63,11 +69,11 @@ struct TreeStats {
   uint64_t changed = 0;         // files that changed while being read
 };
 
-// Backs up the tree at `source_dir` as archive `name` into `writer`; `prev`
-// names the previous snapshot of the group (dedup and unchanged-file base)
+// Backs up the tree at `source_dir` as archive `name` into `writer`; `base`
+// is the previous snapshot of the group (dedup and unchanged-file base)
 // when there is one.
 Status BackupTree(const datastore::Datastore& store, datastore::SnapshotWriter& writer,
-                  const std::optional<datastore::SnapshotRef>& prev, const std::string& name,
+                  const DedupBase* base, const std::string& name,
                   const std::string& source_dir, const TreeBackupOptions& options,
                   TreeStats* stats);
 

@@ -11,6 +11,7 @@
 #include "cli/cmd_task.h"
 #include "cli/progress_bar.h"
 #include "verify/verify.h"
+#include "verify/verify_report.h"
 
 namespace cairn::cli {
 namespace {
@@ -123,68 +124,121 @@ nlohmann::json RecordedJson(const Recorded& r) {
           {"on_server", false}};
 }
 
+// Plan: the run's options from the arguments; `injected` holds a source
+// that injects latency (a benchmark's), when asked for.
+Result<verify::VerifyOptions> PlanRun(Context& ctx, const VerifyArgs& args,
+                                      const datastore::Datastore& store,
+                                      std::unique_ptr<store::ChunkSource>* injected) {
+  verify::VerifyOptions options;
+  CAIRN_ASSIGN_OR_RETURN(options.snapshots, verify::SelectSnapshots(store, ctx.ns, args.what));
+  options.logger = ctx.logger.get();
+  CAIRN_ASSIGN_OR_RETURN(options.jobs, ParseJobs(args.jobs));
+  options.cpu_workers = args.bench.cpu_workers;
+  options.use_ledger = !args.no_ledger;
+  options.record_state = RecordedFor(store, options.use_ledger).snapshot_state;
+  options.outdated_after_s = static_cast<int64_t>(args.outdated_after_days * 86400);
+  options.budget = args.budget_percent / 100;
+  if (!args.max_duration.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(options.max_duration_ns, ParseDuration(args.max_duration));
+  }
+  options.scope = ctx.ns + "|" + args.what;
+  options.cover_days = args.cover_days;
+  CAIRN_ASSIGN_OR_RETURN(options.order, verify::ParseChunkOrder(args.order));
+  CAIRN_ASSIGN_OR_RETURN(store::ChunkSource * source,
+                         MaybeInject(args.bench.inject_latency, store.source(), injected));
+  // Else the store itself (quarantine on: local or object store), or a
+  // server: no quarantine from here.
+  if (*injected || (store.is_remote() && !store.chunks_in_object_store())) {
+    options.source = source;
+  }
+  return options;
+}
+
+// What the report says and only this command knows.
+struct RunFacts {
+  const verify::VerifyOptions& options;
+  const Recorded& recorded;
+  const store::ConnectionSummary& connections;
+  const pipeline::Bottleneck& bottleneck;
+  const Coverage& cover;
+};
+
+void PrintReportJson(const VerifyArgs& args, const verify::VerifyReport& r, const RunFacts& f) {
+  nlohmann::json j = verify::VerifyReportJson(r);
+  j["jobs"]["mode"] = f.options.jobs == 0 ? "auto" : "fixed";
+  j["cover"] = args.cover_days > 0 ? CoverJson(args.cover_days, r, f.cover) : nlohmann::json();
+  j["connections"] =
+      f.connections.cap > 0 ? ConnectionsJson(f.connections) : nlohmann::json(nullptr);
+  j["recorded"] = RecordedJson(f.recorded);
+  j["bottleneck"] = BottleneckJson(f.bottleneck);
+  PrintJson(j);
+}
+
+// The text report after the problems (printed first, even with --quiet).
+void PrintReportText(const VerifyArgs& args, const verify::VerifyReport& r,
+                     const verify::VerifyText& text, const RunFacts& f) {
+  for (const auto& line : text.notes) fmt::print("{}\n", line);
+  if (args.cover_days > 0) {
+    fmt::print(
+        "coverage: {} of {} chunks ({:.0f}%) found ok within {} days, {}; the promise "
+        "takes about {} a day at this speed ({} a day)\n",
+        r.covered_chunks, r.unique_chunks, 100 * f.cover.covered, args.cover_days,
+        f.cover.oldest_days >= 0
+            ? fmt::format("the oldest check {:.1f} days ago", f.cover.oldest_days)
+            : fmt::format("{} never checked", r.never_checked_chunks),
+        f.cover.pace_text, HumanBytes(r.pace_bytes));
+  }
+  const size_t keyless = std::count_if(r.snapshots.begin(), r.snapshots.end(),
+                                       [](const auto& s) { return !s.content_checked; });
+  if (keyless > 0) {
+    fmt::print(
+        "{} encrypted snapshots checked without their key: stored checksums only ({} chunks), "
+        "the content was NOT checked; give --keyfile to check everything\n",
+        keyless, r.keyless_chunks);
+  }
+  // The summary line ("verified …") stays the last but the bottleneck:
+  // scripts read it.
+  fmt::print("reads in flight {} (max {}, {})\n", r.jobs_final, r.jobs_max,
+             f.options.jobs == 0 ? "auto" : "fixed");
+  if (f.connections.cap > 0) fmt::print("{}\n", ConnectionsLine(f.connections));
+  if (f.recorded.on_client) {
+    fmt::print("recorded on this client only{}; the server's verify state is unchanged "
+               "(verify --on-server records there)\n",
+               f.recorded.ledger.empty() ? "" : fmt::format(": ledger {}", f.recorded.ledger));
+  }
+  fmt::print("chunk order: {}{}\n", verify::ChunkOrderName(r.order),
+             f.options.order == verify::ChunkOrder::kAuto ? " (auto)" : "");
+  fmt::print("{}\n{}\n", text.result, text.summary);
+  PrintBottleneck(stdout, f.bottleneck);
+}
+
 void Run(Context& ctx, const VerifyArgs& args) {
   if (args.on_server) return RunOnServer(ctx, args);
   if (args.detach) return Fail(ctx, InvalidArgumentError("--detach goes with --on-server"));
   if (Status s = UseReconnectWindow(ctx); !s.ok()) return Fail(ctx, s);
-  const std::string& what = args.what;
   auto store = OpenRepoWithKey(ctx);
   if (!store.ok()) return Fail(ctx, store.status());
-  auto snaps = verify::SelectSnapshots(**store, ctx.ns, what);
-  if (!snaps.ok()) return Fail(ctx, snaps.status());
-  verify::VerifyOptions options;
-  options.snapshots = *snaps;
-  options.logger = ctx.logger.get();
-  auto jobs = ParseJobs(args.jobs);
-  if (!jobs.ok()) return Fail(ctx, jobs.status());
-  options.jobs = *jobs;
-  options.cpu_workers = args.bench.cpu_workers;
-  options.use_ledger = !args.no_ledger;
-  const Recorded recorded = RecordedFor(**store, options.use_ledger);
-  options.record_state = recorded.snapshot_state;
-  options.outdated_after_s = static_cast<int64_t>(args.outdated_after_days * 86400);
-  options.budget = args.budget_percent / 100;
-  if (!args.max_duration.empty()) {
-    auto d = ParseDuration(args.max_duration);
-    if (!d.ok()) return Fail(ctx, d.status());
-    options.max_duration_ns = *d;
-  }
-  options.scope = ctx.ns + "|" + what;
-  options.cover_days = args.cover_days;
-  auto order = verify::ParseChunkOrder(args.order);
-  if (!order.ok()) return Fail(ctx, order.status());
-  options.order = *order;
   std::unique_ptr<store::ChunkSource> injected;
-  auto source = MaybeInject(args.bench.inject_latency, (*store)->source(), &injected);
-  if (!source.ok()) return Fail(ctx, source.status());
-  // Else the store itself (quarantine on: local or object store), or a
-  // server: no quarantine from here.
-  if (injected || ((*store)->is_remote() && !(*store)->chunks_in_object_store())) {
-    options.source = *source;
-  }
+  auto options = PlanRun(ctx, args, **store, &injected);
+  if (!options.ok()) return Fail(ctx, options.status());
+
+  // Execute.
   pipeline::Progress progress;
-  options.progress = &progress;
+  options->progress = &progress;
   auto report = [&] {
     ProgressBar bar(progress, stderr, ShowProgress(ctx));
-    return verify::RunVerify(**store, options);
+    return verify::RunVerify(**store, *options);
   }();
   if (!report.ok()) return Fail(ctx, report.status());
+
+  // Report.
+  const verify::VerifyReport& r = *report;
   const pipeline::Bottleneck bottleneck = progress.stages.Analyze();
-  const auto& r = *report;
   const store::ConnectionSummary connections = (*store)->source().Connections();
-  size_t failed = std::count_if(r.snapshots.begin(), r.snapshots.end(),
-                                [](const auto& s) { return !s.ok; });
-  size_t incomplete = std::count_if(r.snapshots.begin(), r.snapshots.end(),
-                                    [](const auto& s) { return s.ok && !s.complete; });
-  const double mib = 1024.0 * 1024.0;
-  // The rest of the selection at this run's speed (the ETA of a full cover).
+  const Recorded recorded = RecordedFor(**store, options->use_ledger);
   const double speed = r.seconds > 0 ? static_cast<double>(r.raw_bytes) / r.seconds : 0;
-  const double eta = r.left_bytes == 0 ? 0
-                     : speed > 0       ? static_cast<double>(r.left_bytes) / speed
-                                       : -1;
   const Coverage cover = CoverageOf(r, speed, ctx.env->NowUnixSeconds());
-  size_t keyless = std::count_if(r.snapshots.begin(), r.snapshots.end(),
-                                 [](const auto& s) { return !s.content_checked; });
+  const RunFacts facts{*options, recorded, connections, bottleneck, cover};
   if (!r.ledger_warning.empty()) fmt::print(stderr, "cairn: ledger: {}\n", r.ledger_warning);
   if (r.due_over_limit) {
     fmt::print(stderr,
@@ -192,139 +246,15 @@ void Run(Context& ctx, const VerifyArgs& args) {
                "to be checked now, more than the {} allows; checked them anyway. The promise "
                "needs about {} a day at this speed ({} a day)\n",
                args.cover_days, r.due_chunks, HumanBytes(r.due_bytes), args.cover_days - 1,
-               options.budget > 0 ? "--budget" : "--max-duration", cover.pace_text,
+               options->budget > 0 ? "--budget" : "--max-duration", cover.pace_text,
                HumanBytes(r.pace_bytes));
   }
   if (ctx.json) {
-    nlohmann::json snapshots = nlohmann::json::array();
-    for (const auto& s : r.snapshots) {
-      snapshots.push_back({{"snapshot", s.snapshot.ToString()},
-                           {"ns", s.snapshot.group.ns},
-                           {"state", !s.ok ? "failed" : s.complete ? "ok" : "incomplete"},
-                           {"content_checked", s.content_checked},
-                           {"chunks", s.chunks}});
-    }
-    nlohmann::json problems = nlohmann::json::array();
-    for (const auto& p : r.problems) {
-      nlohmann::json dependents = nlohmann::json::array();
-      for (size_t i = 0; i < p.affected.size(); ++i) {
-        nlohmann::json ranges = nlohmann::json::array();
-        if (i < p.ranges.size()) {
-          for (const auto& [off, len] : p.ranges[i]) ranges.push_back({{"offset", off}, {"length", len}});
-        }
-        dependents.push_back({{"archive", p.affected[i]}, {"ranges", ranges}});
-      }
-      problems.push_back({{"what", p.what},
-                          {"error", p.error},
-                          {"missing", p.missing},
-                          {"affected", p.affected},
-                          {"dependents", dependents}});
-    }
-    PrintJson({{"ok", r.ok()},
-               {"snapshots", snapshots},
-               {"problems", problems},
-               {"errors", r.problems.size()},
-               {"unique_chunks", r.unique_chunks},
-               {"selected_bytes", r.selected_bytes},
-               {"checked_chunks", r.checked_chunks},
-               {"keyless_chunks", r.keyless_chunks},
-               {"content_checked", keyless == 0},
-               {"stored_bytes", r.stored_bytes},
-               {"raw_bytes", r.raw_bytes},
-               {"skipped", {{"fresh_chunks", r.fresh_chunks},
-                            {"fresh_bytes", r.fresh_bytes},
-                            {"resumed_chunks", r.resumed_chunks},
-                            {"resumed_bytes", r.resumed_bytes}}},
-               {"left", {{"chunks", r.left_chunks}, {"bytes", r.left_bytes},
-                         {"eta_seconds", eta}}},
-               {"resumed_from", r.resumed_from},
-               {"ledger_warning", r.ledger_warning},
-               {"oldest_check", r.oldest_check},
-               {"order", verify::ChunkOrderName(r.order)},
-               {"cover", args.cover_days > 0 ? CoverJson(args.cover_days, r, cover)
-                                             : nlohmann::json(nullptr)},
-               {"seconds", r.seconds},
-               {"mib_per_s", MiBPerSecond(r.raw_bytes, r.seconds)},
-               {"jobs", {{"mode", options.jobs == 0 ? "auto" : "fixed"},
-                         {"final", r.jobs_final},
-                         {"max", r.jobs_max},
-                         {"mean", r.jobs_mean}}},
-               {"connections", connections.cap > 0 ? ConnectionsJson(connections)
-                                                   : nlohmann::json(nullptr)},
-               {"recorded", RecordedJson(recorded)},
-               {"bottleneck", BottleneckJson(bottleneck)}});
+    PrintReportJson(args, r, facts);
   } else {
-    for (const auto& p : r.problems) {
-      fmt::print("BAD {}: {}\n", p.what, p.error);
-      for (size_t i = 0; i < p.affected.size(); ++i) {
-        std::string where;
-        if (i < p.ranges.size()) {
-          size_t shown = 0;
-          for (const auto& [off, len] : p.ranges[i]) {
-            if (++shown > 4) {
-              where += fmt::format(", and {} more", p.ranges[i].size() - 4);
-              break;
-            }
-            where += fmt::format("{}{}..{}", where.empty() ? " bytes " : ", ", off, off + len);
-          }
-        }
-        fmt::print("    needed by {}{}\n", p.affected[i], where);
-      }
-    }
-    if (ctx.quiet) {  // the damage above, and the exit code
-      if (!r.ok()) ctx.exit_code = kExitCorruption;
-      return;
-    }
-    if (r.resumed_from > 0) {
-      fmt::print("resumed the run started {}: {} chunks ({}) already done\n",
-                 datastore::FormatRfc3339(r.resumed_from), r.resumed_chunks,
-                 HumanBytes(r.resumed_bytes));
-    }
-    if (r.fresh_chunks > 0) {
-      fmt::print("skipped {} chunks ({}) found ok within {} days (ledger)\n", r.fresh_chunks,
-                 HumanBytes(r.fresh_bytes), args.outdated_after_days);
-    }
-    if (r.left_chunks > 0) {
-      fmt::print("left {} chunks ({}) for the next run (stalest first); the rest takes about {} "
-                 "at this speed; {} snapshots not judged yet\n",
-                 r.left_chunks, HumanBytes(r.left_bytes),
-                 eta < 0 ? std::string("?") : fmt::format("{:.0f} s", eta), incomplete);
-    }
-    if (args.cover_days > 0) {
-      fmt::print(
-          "coverage: {} of {} chunks ({:.0f}%) found ok within {} days, {}; the promise "
-          "takes about {} a day at this speed ({} a day)\n",
-          r.covered_chunks, r.unique_chunks, 100 * cover.covered, args.cover_days,
-          cover.oldest_days >= 0
-              ? fmt::format("the oldest check {:.1f} days ago", cover.oldest_days)
-              : fmt::format("{} never checked", r.never_checked_chunks),
-          cover.pace_text, HumanBytes(r.pace_bytes));
-    }
-    if (keyless > 0) {
-      fmt::print(
-          "{} encrypted snapshots checked without their key: stored checksums only ({} chunks), "
-          "the content was NOT checked; give --keyfile to check everything\n",
-          keyless, r.keyless_chunks);
-    }
-    // The summary line ("verified …") stays the last one: scripts read it.
-    fmt::print("reads in flight {} (max {}, {})\n", r.jobs_final, r.jobs_max,
-               options.jobs == 0 ? "auto" : "fixed");
-    if (connections.cap > 0) fmt::print("{}\n", ConnectionsLine(connections));
-    if (recorded.on_client) {
-      fmt::print("recorded on this client only{}; the server's verify state is unchanged "
-                 "(verify --on-server records there)\n",
-                 recorded.ledger.empty() ? "" : fmt::format(": ledger {}", recorded.ledger));
-    }
-    fmt::print("chunk order: {}{}\n", verify::ChunkOrderName(r.order),
-               options.order == verify::ChunkOrder::kAuto ? " (auto)" : "");
-    fmt::print("{} snapshots: {}\n", r.snapshots.size(),
-               r.ok() ? (incomplete ? "no damage found so far" : "all ok")
-                      : fmt::format("{} snapshots FAILED", failed));
-    fmt::print("verified {:.2f}/{:.2f} MiB in {:.2f} s, speed {:.2f}/{:.2f} MiB/s ({} errors)\n",
-               r.stored_bytes / mib, r.raw_bytes / mib, r.seconds,
-               r.seconds > 0 ? r.stored_bytes / mib / r.seconds : 0,
-               r.seconds > 0 ? r.raw_bytes / mib / r.seconds : 0, r.problems.size());
-    PrintBottleneck(stdout, bottleneck);
+    const verify::VerifyText text = verify::DescribeVerify(r, args.outdated_after_days);
+    for (const auto& line : text.problems) fmt::print("{}\n", line);
+    if (!ctx.quiet) PrintReportText(args, r, text, facts);  // quiet: the damage and the exit code
   }
   if (!r.ok()) ctx.exit_code = kExitCorruption;
 }

@@ -36,7 +36,8 @@ enum class Stage : int {
   kSourceReads = 0,  // the I/O stage's reads (summed over reads in flight)
   kReadWait,         // CPU workers idle: no read had arrived yet
   kDecode,           // CRC, decryption, decompression, SHA-256 check
-  kHash,             // backup: zero test and SHA-256 of the source data
+  kHash,             // backup: zero test and SHA-256 of the source data (trees: and the
+                     // chunker's rolling hash that finds cuts)
   kCompress,         // backup: zstd and encryption
   kTargetWrites,     // restore: the target's writes and sync; backup: chunk inserts
   kMetadata,         // ledger, index and tree metadata, store lookups

@@ -28,4 +28,25 @@ Result<ByteSpan> DecodeCheckedChunk(ByteSpan stored, const crypto::Digest& id,
   return plain;
 }
 
+Result<ByteSpan> CheckFetchedChunk(ByteSpan stored, const crypto::Digest& id, uint32_t length,
+                                   const crypto::CryptConfig* crypt, pipeline::StageMeter* meter) {
+  pipeline::StageTimer timer(meter, pipeline::Stage::kDecode);
+  thread_local ReadBuffer scratch;
+  return DecodeCheckedChunk(stored, id, length, &scratch, crypt);
+}
+
+pipeline::ConcurrencyController::Options ReadConcurrency(const store::SourceTraits& traits,
+                                                         int jobs) {
+  return pipeline::ConcurrencyController::Options::ForJobs(jobs, traits.initial_reads_in_flight,
+                                                           traits.max_reads_in_flight);
+}
+
+pipeline::FetchPipelineOptions ReadPipelineOptions(const store::SourceTraits& traits, int jobs,
+                                                   pipeline::ConcurrencyController* controller) {
+  pipeline::FetchPipelineOptions p;
+  p.controller = controller;
+  p.max_io_threads = ReadConcurrency(traits, jobs).max;
+  return p;
+}
+
 }  // namespace cairn::restore

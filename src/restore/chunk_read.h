@@ -1,9 +1,18 @@
-// The one "read, decode, check" path for a chunk that an index names: image
-// and tree restore, `ls`/`cat` and the instant-access readers (access/) all
-// fetch a chunk's stored bytes and check them through these two functions,
-// so a damaged chunk is found and described the same way everywhere.
+// The one "fetch checked" step for a chunk that an index names: image and
+// tree restore, the tree reader (`ls`/`cat`), verify's reads and the
+// instant-access readers (access/) all fetch a chunk's stored bytes and
+// check them (CRC, decryption, decompression, id, length) through these
+// functions, so a damaged chunk is found and described the same way
+// everywhere.
 //
-// Thread safety: both functions are thread-safe (the source is).
+// And the one rule for how many reads of a source are in flight
+// (ReadConcurrency, ReadPipelineOptions): the concurrency controller starts
+// at the source's suggestion (or --jobs N, pinned), may grow to the
+// source's ceiling (64; 128 for an object store) or N when that is larger,
+// and the fetch pipeline keeps as many I/O threads as the controller may
+// ask for, so the ceiling is reachable.
+//
+// Thread safety: all functions are thread-safe (the source is).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +20,9 @@
 #include "base/read_buffer.h"
 #include "base/status.h"
 #include "crypto/crypt_config.h"
+#include "pipeline/concurrency_controller.h"
+#include "pipeline/fetch_pipeline.h"
+#include "pipeline/stage_meter.h"
 #include "store/chunk_source.h"
 
 namespace cairn::restore {
@@ -25,5 +37,22 @@ Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, Rea
 Result<ByteSpan> DecodeCheckedChunk(ByteSpan stored, const crypto::Digest& id,
                                     uint32_t length, ReadBuffer* scratch,
                                     const crypto::CryptConfig* crypt);
+
+// DecodeCheckedChunk for a pipeline's CPU worker: into this thread's
+// scratch buffer (the view lives until this thread's next call), timed as
+// decode in `meter` (null: not timed).
+Result<ByteSpan> CheckFetchedChunk(ByteSpan stored, const crypto::Digest& id, uint32_t length,
+                                   const crypto::CryptConfig* crypt, pipeline::StageMeter* meter);
+
+// The controller's options for reads of a source with `traits` under
+// --jobs `jobs` (0: adaptive). See the file comment.
+pipeline::ConcurrencyController::Options ReadConcurrency(const store::SourceTraits& traits,
+                                                         int jobs);
+
+// Fetch pipeline options for reads of that source under `controller` (made
+// from ReadConcurrency(traits, jobs)): its I/O threads are the controller's
+// ceiling. The caller sets CPU workers, byte budget and progress.
+pipeline::FetchPipelineOptions ReadPipelineOptions(const store::SourceTraits& traits, int jobs,
+                                                   pipeline::ConcurrencyController* controller);
 
 }  // namespace cairn::restore

@@ -36,27 +36,22 @@ class ZeroIds {
   uint32_t tail_len_ = 0;
 };
 
-// Fully checks one stored chunk and returns a view of its plaintext (in
-// `stored` or in this thread's decompression buffer).
-Result<ByteSpan> DecodeChecked(ByteSpan stored, const crypto::Digest& id, uint32_t length,
-                               const ImageRestoreOptions& options) {
-  pipeline::StageTimer timer(pipeline::MeterOf(options.progress), pipeline::Stage::kDecode);
-  thread_local ReadBuffer scratch;
-  return DecodeCheckedChunk(stored, id, length, &scratch, options.crypt);
+pipeline::StageMeter* MeterOf(const ImageRestoreOptions& options) {
+  return pipeline::MeterOf(options.progress);
 }
 
 // Times a write to the target (or its sync).
 pipeline::StageTimer TimeWrite(const ImageRestoreOptions& options) {
-  return pipeline::StageTimer(pipeline::MeterOf(options.progress), pipeline::Stage::kTargetWrites);
+  return pipeline::StageTimer(MeterOf(options), pipeline::Stage::kTargetWrites);
 }
 
+// Reads of `traits`' source under `controller` (made by ReadConcurrency).
 pipeline::FetchPipelineOptions PipelineOptions(const ImageRestoreOptions& options,
+                                               const store::SourceTraits& traits,
                                                pipeline::ConcurrencyController& controller) {
-  pipeline::FetchPipelineOptions p;
+  pipeline::FetchPipelineOptions p = ReadPipelineOptions(traits, options.jobs, &controller);
   p.cpu_workers = options.cpu_workers;
-  p.max_io_threads = std::max(64, options.jobs);
   p.max_bytes_in_flight = options.max_bytes_in_flight;
-  p.controller = &controller;
   p.progress = options.progress;
   return p;
 }
@@ -84,9 +79,8 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
                        const ImageRestoreOptions& options, ImageRestoreStats* stats) {
   const ZeroIds zero(idx, options.crypt);
   const Bytes zeros(idx.chunk_size(), 0);
-  pipeline::ConcurrencyController controller(pipeline::ConcurrencyController::Options::ForJobs(
-      options.jobs, source.Traits().initial_reads_in_flight,
-            source.Traits().max_reads_in_flight));
+  const store::SourceTraits traits = source.Traits();
+  pipeline::ConcurrencyController controller(ReadConcurrency(traits, options.jobs));
   const size_t window =
       std::max<size_t>(1, options.max_bytes_in_flight / std::max<uint32_t>(1, idx.chunk_size()));
   std::atomic<uint64_t> stored{0};
@@ -113,12 +107,13 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
           size_t pos = fetch_positions[k];
           stored.fetch_add(data.size(), std::memory_order_relaxed);
           CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
-                                 DecodeChecked(data, idx.digest(pos), idx.ChunkLength(pos), options));
+                                 CheckFetchedChunk(data, idx.digest(pos), idx.ChunkLength(pos),
+                                                   options.crypt, MeterOf(options)));
           slots[k].assign(plain.begin(), plain.end());
           return Status::Ok();
         },
         [&](size_t k) { return uint64_t{idx.ChunkLength(fetch_positions[k])} * 2; },
-        PipelineOptions(options, controller), &ps));
+        PipelineOptions(options, traits, controller), &ps));
     RecordController(controller, ps, stats);
     for (size_t pos : fetch_positions) {
       stats->fetched_bytes += idx.ChunkLength(pos);
@@ -217,8 +212,8 @@ Status ScanTargets(Env& env, std::span<const ImageTarget> targets,
   std::vector<std::atomic<uint64_t>> scanned(targets.size());
   StartPhase(options, "scan", total);
   // The target is local storage: start shallow, let the controller deepen.
-  pipeline::ConcurrencyController controller(
-      pipeline::ConcurrencyController::Options::ForJobs(options.jobs, 2));
+  const store::SourceTraits target_traits{store::MediumKind::kFlash, 2, "the restore target"};
+  pipeline::ConcurrencyController controller(ReadConcurrency(target_traits, options.jobs));
   pipeline::FetchPipelineStats ps;
   Status s = pipeline::RunFetchPipeline(
       work.size(),
@@ -245,7 +240,7 @@ Status ScanTargets(Env& env, std::span<const ImageTarget> targets,
         return Status::Ok();
       },
       [&](size_t k) { return uint64_t{targets[work[k].first].index->ChunkLength(work[k].second)}; },
-      PipelineOptions(options, controller), &ps);
+      PipelineOptions(options, target_traits, controller), &ps);
   for (size_t t = 0; t < targets.size(); ++t) (*stats)[t].scanned_bytes = scanned[t];
   return s;
 }
@@ -310,10 +305,9 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
   }
   for (size_t t = 0; t < targets.size(); ++t) done_at[t] = env.NowMonotonicNanos();
 
-  pipeline::ConcurrencyController controller(pipeline::ConcurrencyController::Options::ForJobs(
-      options.jobs, source.Traits().initial_reads_in_flight,
-            source.Traits().max_reads_in_flight));
-  pipeline::FetchPipelineOptions popts = PipelineOptions(options, controller);
+  const store::SourceTraits traits = source.Traits();
+  pipeline::ConcurrencyController controller(ReadConcurrency(traits, options.jobs));
+  pipeline::FetchPipelineOptions popts = PipelineOptions(options, traits, controller);
   // A direct write blocks its worker until the device has the data: twice
   // as many workers as cores keep the cores busy meanwhile.
   const bool direct = std::any_of(open.begin(), open.end(), [](const OpenTarget& o) { return o.direct; });
@@ -327,7 +321,8 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
       [&](size_t k, ReadBuffer& data) -> Status {
         const PlanItem& item = plan.items[k];
         stored[item.uses[0].target].fetch_add(data.size(), std::memory_order_relaxed);
-        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, DecodeChecked(data, item.id, item.length, options));
+        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, CheckFetchedChunk(data, item.id, item.length,
+                                                                 options.crypt, MeterOf(options)));
         for (const Use& use : item.uses) {
           if (!options.rehearse) {
             auto write = [&] {

@@ -77,37 +77,53 @@ Status WriteBlob(Env& env, ByteSpan data, const std::string& target) {
   return WriteFileAtomic(env, target, data);
 }
 
-}  // namespace
-
-std::string AllTargetPath(const std::string& dir, const index::ArchiveEntry& entry) {
-  std::string name = entry.name;
-  constexpr std::string_view kBlob = ".blob";
-  if (entry.kind == index::ArchiveKind::kBlob && name.size() > kBlob.size() &&
-      name.ends_with(kBlob)) {
-    name.resize(name.size() - kBlob.size());
-  }
-  constexpr std::string_view kTree = ".tree";
-  if (entry.kind == index::ArchiveKind::kTree && name.size() > kTree.size() &&
-      name.ends_with(kTree)) {
-    name.resize(name.size() - kTree.size());
-  }
-  return JoinPath(dir, name);
+double SecondsSince(Env& env, int64_t start_ns) {
+  return static_cast<double>(env.NowMonotonicNanos() - start_ns) / 1e9;
 }
 
-Result<RestoreReport> RunRestore(const datastore::Datastore& store, const RestoreRequest& request) {
-  Env& env = store.env();
-  const int64_t start = env.NowMonotonicNanos();
-  auto elapsed = [&] { return static_cast<double>(env.NowMonotonicNanos() - start) / 1e9; };
-  CAIRN_ASSIGN_OR_RETURN(datastore::SnapshotRef snap, store.Resolve(request.snapshot));
-  // Held to the end: forget and prune leave a snapshot being restored alone.
-  CAIRN_ASSIGN_OR_RETURN(auto snapshot_lock, store.LockSnapshotShared(snap));
-  RestoreReport report;
-  report.snapshot = snap;
-  CAIRN_ASSIGN_OR_RETURN(index::Manifest manifest, store.ReadManifest(snap));
-  CAIRN_ASSIGN_OR_RETURN(const crypto::CryptConfig* crypt, store.CryptFor(manifest));
-  report.encrypted = crypt != nullptr;
+// One restore: what goes where (`entries` and report->archives, one each,
+// in order), and what was read for it.
+struct ArchivePlan {
+  ArchivePlan(const datastore::Datastore& s, const RestoreRequest& r,
+              const datastore::SnapshotRef& snapshot, RestoreReport* rep)
+      : store(s), request(r), snap(snapshot), report(rep) {}
 
-  // What to restore where.
+  const datastore::Datastore& store;
+  const RestoreRequest& request;
+  const datastore::SnapshotRef& snap;
+  RestoreReport* report;
+  const crypto::CryptConfig* crypt = nullptr;
+  std::vector<const index::ArchiveEntry*> entries;
+  bool created_dir = false;  // by this restore (--all): removed again on failure
+  std::vector<index::FixedIndex> indexes;   // of the image archives
+  std::vector<size_t> image_results;        // report->archives position of indexes[k]
+  std::vector<size_t> trees;                // report->archives positions
+  std::vector<std::pair<size_t, Bytes>> blobs;  // read and checked, written last
+
+  store::ChunkSource& source() const {
+    return request.source ? *request.source : store.source();
+  }
+  std::string Context(const ArchiveResult& r) const {
+    return fmt::format("restore {} of {} to {}", r.archive, snap.ToString(), r.target);
+  }
+};
+
+// What image and tree restore options share, from the request.
+template <typename Options>
+Options PipelineOptionsOf(const RestoreRequest& request) {
+  Options options;
+  options.rehearse = request.rehearse;
+  options.jobs = request.jobs;
+  options.cpu_workers = request.cpu_workers;
+  options.max_bytes_in_flight = request.max_bytes_in_flight;
+  options.progress = request.progress;
+  return options;
+}
+
+// The archives the request names: all of them, or the one it names.
+Result<std::vector<const index::ArchiveEntry*>> SelectArchives(const index::Manifest& manifest,
+                                                               const RestoreRequest& request,
+                                                               const datastore::SnapshotRef& snap) {
   std::vector<const index::ArchiveEntry*> entries;
   if (request.all) {
     for (const auto& a : manifest.archives) entries.push_back(&a);
@@ -129,125 +145,170 @@ Result<RestoreReport> RunRestore(const datastore::Datastore& store, const Restor
         fmt::format("--include selects entries of tree archives; {} has none to restore",
                     request.all ? "snapshot " + snap.ToString() : "archive " + request.archive));
   }
-  bool created_dir = false;
-  if (request.all && !request.target.empty()) {
-    if (request.target == "-") {
-      return InvalidArgumentError("--all restores into a directory, not to standard output");
-    }
-    auto info = env.Stat(request.target);
-    if (info.ok() && !info->is_dir) {
-      return InvalidArgumentError(
-          fmt::format("--all wants a directory; {} is not one", request.target));
-    }
-    if (!info.ok() && !request.rehearse) {
-      CAIRN_RETURN_IF_ERROR(CreateDirs(env, request.target));
-      created_dir = true;
-    }
+  return entries;
+}
+
+// --all restores into a directory: an existing one, or one made now (true).
+Result<bool> PrepareAllTarget(Env& env, const RestoreRequest& request) {
+  if (!request.all || request.target.empty()) return false;
+  if (request.target == "-") {
+    return InvalidArgumentError("--all restores into a directory, not to standard output");
   }
-  for (const index::ArchiveEntry* e : entries) {
+  auto info = env.Stat(request.target);
+  if (info.ok() && !info->is_dir) {
+    return InvalidArgumentError(
+        fmt::format("--all wants a directory; {} is not one", request.target));
+  }
+  if (info.ok() || request.rehearse) return false;
+  CAIRN_RETURN_IF_ERROR(CreateDirs(env, request.target));
+  return true;
+}
+
+// Names each archive's target in the report, checks the targets, and reads
+// the image indexes and the blobs (small: read and checked whole).
+Status ReadArchives(ArchivePlan* plan) {
+  const RestoreRequest& request = plan->request;
+  Env& env = plan->store.env();
+  for (const index::ArchiveEntry* e : plan->entries) {
     ArchiveResult r;
     r.archive = e->name;
     r.kind = e->kind;
     r.target = !request.all             ? request.target
                : request.target.empty() ? std::string()
                                         : AllTargetPath(request.target, *e);
-    report.archives.push_back(std::move(r));
+    plan->report->archives.push_back(std::move(r));
   }
-  auto context = [&](const ArchiveResult& r) {
-    return fmt::format("restore {} of {} to {}", r.archive, snap.ToString(), r.target);
-  };
-
-  // A failed restore leaves no new file: nothing new stays behind, not
-  // even the directory --all created.
-  auto fail = [&](Status s) {
-    if (created_dir) env.RemoveDir(request.target).IgnoreError();  // only when empty
-    return s;
-  };
-  // Blobs are small: read and check them first, write them once the images
-  // are done, so a failed image leaves no blob behind either.
-  std::vector<index::FixedIndex> indexes;
-  indexes.reserve(entries.size());
-  std::vector<ImageTarget> targets;
-  std::vector<size_t> image_results;  // report.archives position of targets[i]
-  std::vector<std::pair<size_t, Bytes>> blobs;
-  std::vector<size_t> trees;  // report.archives positions
-  for (size_t i = 0; i < entries.size(); ++i) {
-    ArchiveResult& r = report.archives[i];
-    if (entries[i]->kind == index::ArchiveKind::kTree) {
+  plan->indexes.reserve(plan->entries.size());
+  for (size_t i = 0; i < plan->entries.size(); ++i) {
+    const index::ArchiveEntry& entry = *plan->entries[i];
+    ArchiveResult& r = plan->report->archives[i];
+    if (entry.kind == index::ArchiveKind::kTree) {
       Status s = CheckTreeTarget(env, r.target, request);
-      if (!s.ok()) return fail(s.WithContext(context(r)));
-      trees.push_back(i);
-      continue;
+      if (!s.ok()) return s.WithContext(plan->Context(r));
+      plan->trees.push_back(i);
+    } else if (entry.kind == index::ArchiveKind::kImage) {
+      auto idx = plan->store.ReadImageIndex(plan->snap, entry);
+      if (!idx.ok()) return idx.status().WithContext(plan->Context(r));
+      plan->indexes.push_back(std::move(*idx));
+      plan->image_results.push_back(i);
+    } else {
+      auto data = plan->store.ReadBlobArchive(plan->snap, entry, plan->crypt);
+      if (!data.ok()) return data.status().WithContext(plan->Context(r));
+      Status s = CheckBlobTarget(env, r.target, request);
+      if (!s.ok()) return s.WithContext(plan->Context(r));
+      r.stats.bytes = data->size();
+      plan->blobs.emplace_back(i, std::move(*data));
     }
-    if (entries[i]->kind == index::ArchiveKind::kImage) {
-      auto idx = store.ReadImageIndex(snap, *entries[i]);
-      if (!idx.ok()) return fail(idx.status().WithContext(context(r)));
-      indexes.push_back(std::move(*idx));
-      image_results.push_back(i);
-      continue;
-    }
-    auto data = store.ReadBlobArchive(snap, *entries[i], crypt);
-    if (!data.ok()) return fail(data.status().WithContext(context(r)));
-    Status s = CheckBlobTarget(env, r.target, request);
-    if (!s.ok()) return fail(s.WithContext(context(r)));
-    r.stats.bytes = data->size();
-    blobs.emplace_back(i, std::move(*data));
   }
-  for (size_t k = 0; k < image_results.size(); ++k) {
-    targets.push_back(ImageTarget{&indexes[k], report.archives[image_results[k]].target});
-  }
+  return Status::Ok();
+}
 
-  if (!targets.empty()) {
-    ImageRestoreOptions options;
-    options.overwrite = request.overwrite;
-    options.in_place = request.in_place;
-    options.rehearse = request.rehearse;
-    options.jobs = request.jobs;
-    options.cpu_workers = request.cpu_workers;
-    options.max_bytes_in_flight = request.max_bytes_in_flight;
-    options.progress = request.progress;
-    options.crypt = crypt;
-    options.gate = request.gate;
-    store::ChunkSource& source = request.source ? *request.source : store.source();
-    std::vector<ImageRestoreStats> stats;
-    Env& target_env = request.target_env != nullptr ? *request.target_env : env;
-    Status s = RestoreImages(target_env, targets, source, options, &stats);
-    if (!s.ok()) {
-      if (targets.size() == 1 && !request.all) {
-        return fail(s.WithContext(context(report.archives[image_results[0]])));
-      }
-      return fail(s.WithContext(fmt::format("restore {} to {}", snap.ToString(), request.target)));
-    }
-    for (size_t k = 0; k < targets.size(); ++k) {
-      report.archives[image_results[k]].stats = stats[k];
-    }
+// Every image archive in one pipeline (restore/image_restore.h).
+Status RestoreImageArchives(ArchivePlan* plan) {
+  if (plan->indexes.empty()) return Status::Ok();
+  const RestoreRequest& request = plan->request;
+  std::vector<ImageTarget> targets;
+  for (size_t k = 0; k < plan->image_results.size(); ++k) {
+    targets.push_back(
+        ImageTarget{&plan->indexes[k], plan->report->archives[plan->image_results[k]].target});
   }
-  for (size_t i : trees) {
-    ArchiveResult& r = report.archives[i];
-    TreeRestoreOptions options;
+  auto options = PipelineOptionsOf<ImageRestoreOptions>(request);
+  options.overwrite = request.overwrite;
+  options.in_place = request.in_place;
+  options.crypt = plan->crypt;
+  options.gate = request.gate;
+  std::vector<ImageRestoreStats> stats;
+  Env& target_env = request.target_env != nullptr ? *request.target_env : plan->store.env();
+  Status s = RestoreImages(target_env, targets, plan->source(), options, &stats);
+  if (!s.ok()) {
+    if (targets.size() == 1 && !request.all) {
+      return s.WithContext(plan->Context(plan->report->archives[plan->image_results[0]]));
+    }
+    return s.WithContext(fmt::format("restore {} to {}", plan->snap.ToString(), request.target));
+  }
+  for (size_t k = 0; k < targets.size(); ++k) {
+    plan->report->archives[plan->image_results[k]].stats = stats[k];
+  }
+  return Status::Ok();
+}
+
+// Each tree archive (restore/tree_restore.h).
+Status RestoreTreeArchives(ArchivePlan* plan) {
+  const RestoreRequest& request = plan->request;
+  for (size_t i : plan->trees) {
+    ArchiveResult& r = plan->report->archives[i];
+    auto options = PipelineOptionsOf<TreeRestoreOptions>(request);
     options.includes = request.includes;
-    options.rehearse = request.rehearse;
-    options.jobs = request.jobs;
-    options.cpu_workers = request.cpu_workers;
-    options.max_bytes_in_flight = request.max_bytes_in_flight;
-    options.progress = request.progress;
-    store::ChunkSource& source = request.source ? *request.source : store.source();
     // RestoreTree's errors name the snapshot, archive and target already.
-    auto stats = RestoreTree(store, source, snap, *entries[i], r.target, options);
-    if (!stats.ok()) return fail(stats.status());
-    r.tree = std::move(*stats);
+    CAIRN_ASSIGN_OR_RETURN(r.tree, RestoreTree(plan->store, plan->source(), plan->snap,
+                                               *plan->entries[i], r.target, options));
     CopyTreeStats(&r);
   }
-  for (auto& [i, data] : blobs) {
-    ArchiveResult& r = report.archives[i];
-    if (!request.rehearse) {
+  return Status::Ok();
+}
+
+// The blobs, once everything else is restored.
+Status WriteBlobs(ArchivePlan* plan, int64_t start_ns) {
+  Env& env = plan->store.env();
+  for (auto& [i, data] : plan->blobs) {
+    ArchiveResult& r = plan->report->archives[i];
+    if (!plan->request.rehearse) {
       Status s = WriteBlob(env, data, r.target);
-      if (!s.ok()) return s.WithContext(context(r));
+      if (!s.ok()) return s.WithContext(plan->Context(r));
       r.stats.written_bytes = data.size();
     }
-    r.stats.seconds = elapsed();
+    r.stats.seconds = SecondsSince(env, start_ns);
   }
-  report.seconds = elapsed();
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string AllTargetPath(const std::string& dir, const index::ArchiveEntry& entry) {
+  std::string name = entry.name;
+  constexpr std::string_view kBlob = ".blob";
+  if (entry.kind == index::ArchiveKind::kBlob && name.size() > kBlob.size() &&
+      name.ends_with(kBlob)) {
+    name.resize(name.size() - kBlob.size());
+  }
+  constexpr std::string_view kTree = ".tree";
+  if (entry.kind == index::ArchiveKind::kTree && name.size() > kTree.size() &&
+      name.ends_with(kTree)) {
+    name.resize(name.size() - kTree.size());
+  }
+  return JoinPath(dir, name);
+}
+
+Result<RestoreReport> RunRestore(const datastore::Datastore& store, const RestoreRequest& request) {
+  Env& env = store.env();
+  const int64_t start = env.NowMonotonicNanos();
+  CAIRN_ASSIGN_OR_RETURN(datastore::SnapshotRef snap, store.Resolve(request.snapshot));
+  // Held to the end: forget and prune leave a snapshot being restored alone.
+  CAIRN_ASSIGN_OR_RETURN(auto snapshot_lock, store.LockSnapshotShared(snap));
+  RestoreReport report;
+  report.snapshot = snap;
+  CAIRN_ASSIGN_OR_RETURN(index::Manifest manifest, store.ReadManifest(snap));
+
+  // Plan: what goes where, every index and blob read and every target
+  // checked before anything is written.
+  ArchivePlan plan(store, request, snap, &report);
+  CAIRN_ASSIGN_OR_RETURN(plan.crypt, store.CryptFor(manifest));
+  report.encrypted = plan.crypt != nullptr;
+  CAIRN_ASSIGN_OR_RETURN(plan.entries, SelectArchives(manifest, request, snap));
+  CAIRN_ASSIGN_OR_RETURN(plan.created_dir, PrepareAllTarget(env, request));
+  // Execute. A failed restore leaves no new file: nothing new stays behind,
+  // not even the directory --all created. Blobs are written last, so a
+  // failed image or tree leaves no blob behind either.
+  Status s = ReadArchives(&plan);
+  if (s.ok()) s = RestoreImageArchives(&plan);
+  if (s.ok()) s = RestoreTreeArchives(&plan);
+  if (!s.ok()) {
+    if (plan.created_dir) env.RemoveDir(request.target).IgnoreError();  // only when empty
+    return s;
+  }
+  CAIRN_RETURN_IF_ERROR(WriteBlobs(&plan, start));
+  // Report.
+  report.seconds = SecondsSince(env, start);
   return report;
 }
 

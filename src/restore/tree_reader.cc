@@ -68,9 +68,7 @@ struct TreeArchiveReader::Impl {
        std::string description, const crypto::CryptConfig* crypt)
       : source(source), indexes(std::move(indexes)), description(std::move(description)),
         crypt(crypt),
-        controller(pipeline::ConcurrencyController::Options::ForJobs(
-            0, source.Traits().initial_reads_in_flight,
-            source.Traits().max_reads_in_flight)),
+        controller(ReadConcurrency(source.Traits(), 0)),
         zero(crypt) {}
 
   // The decoder's source: the next metadata chunk's plaintext, checked.
@@ -173,8 +171,8 @@ Status TreeArchiveReader::ReadPayload(uint64_t offset, uint64_t size,
       ++stop;
     }
     std::vector<Bytes> slots(fetch.size());
-    pipeline::FetchPipelineOptions popts;
-    popts.controller = &impl_->controller;
+    pipeline::FetchPipelineOptions popts =
+        ReadPipelineOptions(impl_->source.Traits(), 0, &impl_->controller);
     popts.max_bytes_in_flight = 2 * kPayloadWindowBytes;
     pipeline::FetchPipelineStats ps;
     Status s = pipeline::RunFetchPipeline(
@@ -183,11 +181,10 @@ Status TreeArchiveReader::ReadPayload(uint64_t offset, uint64_t size,
           return ReadStoredChunk(impl_->source, idx.digest(fetch[k]), stored);
         },
         [&](size_t k, ReadBuffer& stored) -> Status {
-          thread_local ReadBuffer scratch;
           CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
-                                 DecodeCheckedChunk(stored, idx.digest(fetch[k]),
-                                                    idx.ChunkLength(fetch[k]), &scratch,
-                                                    impl_->crypt));
+                                 CheckFetchedChunk(stored, idx.digest(fetch[k]),
+                                                   idx.ChunkLength(fetch[k]), impl_->crypt,
+                                                   /*meter=*/nullptr));
           slots[k].assign(plain.begin(), plain.end());
           return Status::Ok();
         },

@@ -225,9 +225,7 @@ class TreeRestorer {
                const TreeRestoreOptions& options, TreeRestoreStats* stats)
       : reader_(reader), source_(source), options_(options), stats_(*stats),
         selector_(options.includes), as_root_(::geteuid() == 0),
-        controller_(pipeline::ConcurrencyController::Options::ForJobs(
-            options.jobs, source.Traits().initial_reads_in_flight,
-            source.Traits().max_reads_in_flight)) {}
+        controller_(ReadConcurrency(source.Traits(), options.jobs)) {}
 
   // Restores into `root` (an open, empty directory; -1 when rehearsing).
   // Errors name the archive and the entry's path.
@@ -512,11 +510,10 @@ Status TreeRestorer::FlushBatch() {
 
 Status TreeRestorer::RunBatch(const std::vector<Item>& items) {
   if (items.empty()) return Status::Ok();  // empty files and holes only
-  pipeline::FetchPipelineOptions popts;
+  pipeline::FetchPipelineOptions popts =
+      ReadPipelineOptions(source_.Traits(), options_.jobs, &controller_);
   popts.cpu_workers = options_.cpu_workers;
-  popts.max_io_threads = std::max(64, options_.jobs);
   popts.max_bytes_in_flight = options_.max_bytes_in_flight;
-  popts.controller = &controller_;
   popts.progress = options_.progress;
   pipeline::FetchPipelineStats ps;
   return pipeline::RunFetchPipeline(
@@ -524,12 +521,8 @@ Status TreeRestorer::RunBatch(const std::vector<Item>& items) {
       [&](size_t k, ReadBuffer* out) { return ReadStoredChunk(source_, items[k].id, out); },
       [&](size_t k, ReadBuffer& data) -> Status {
         const Item& item = items[k];
-        thread_local ReadBuffer scratch;
         pipeline::StageMeter* meter = pipeline::MeterOf(options_.progress);
-        auto plain = [&] {
-          pipeline::StageTimer timer(meter, pipeline::Stage::kDecode);
-          return DecodeCheckedChunk(data, item.id, item.length, &scratch, reader_.crypt());
-        }();
+        auto plain = CheckFetchedChunk(data, item.id, item.length, reader_.crypt(), meter);
         if (!plain.ok()) {
           return plain.status().WithContext(
               fmt::format("file {}", batch_[item.uses[0].file].entry.path));

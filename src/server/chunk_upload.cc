@@ -121,7 +121,7 @@ Status SessionRegistry::AdmitChunk(BackupSession& s, const crypto::Digest& id, B
     // Never over a stored chunk: the server cannot tell a real encrypted
     // chunk from a fake one, so what is there stays.
     CAIRN_ASSIGN_OR_RETURN(bool present, store.sink().Contains(id));
-    if (!present) CAIRN_RETURN_IF_ERROR(store.sink().Insert(id, blob).status());
+    if (!present) CAIRN_RETURN_IF_ERROR(store.sink().InsertAbsent(id, blob).status());
     std::lock_guard lock(s.mu);
     s.unproven.insert(id);
     return Status::Ok();
@@ -162,7 +162,8 @@ Status SessionRegistry::AdmitChunk(BackupSession& s, const crypto::Digest& id, B
           crypto::DigestHex(id), s.store_name, why_replaced, s.token);
       inserted = true;
     } else {
-      CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, store.sink().Insert(id, blob));
+      // Absent when asked above: the store need not ask again.
+      CAIRN_ASSIGN_OR_RETURN(store::InsertResult r, store.sink().InsertAbsent(id, blob));
       inserted = r.inserted;
       present = !inserted;  // another writer got there first: check its copy
     }

@@ -15,6 +15,7 @@
 #include "pipeline/progress.h"
 #include "store/injecting_source.h"
 #include "verify/verify.h"
+#include "verify/verify_report.h"
 
 namespace cairn::server {
 
@@ -632,48 +633,23 @@ void TaskManager::Finish(Task& t, const Result<verify::VerifyReport>& report) {
     AppendLog(*task, fmt::format("error: {}", info.error));
   } else {
     const verify::VerifyReport& r = *report;
+    // The words of `cairn verify` (verify/verify_report.h), line by line.
+    const verify::VerifyText text = verify::DescribeVerify(r, p.outdated_after_days);
+    for (const std::string& line : text.problems) AppendLog(*task, line);
     for (const verify::Problem& pr : r.problems) {
-      AppendLog(*task, fmt::format("BAD {}: {}", pr.what, pr.error));
-      for (const std::string& a : pr.affected) AppendLog(*task, fmt::format("    needed by {}", a));
-      if (info.problem_details.size() < kMaxProblemDetails) {
-        nlohmann::json affected = nlohmann::json::array();
-        for (const std::string& a : pr.affected) affected.push_back(Clean(a));
-        info.problem_details.push_back({{"what", Clean(pr.what)},
-                                        {"error", Clean(pr.error)},
-                                        {"missing", pr.missing},
-                                        {"affected", std::move(affected)}});
-      }
+      if (info.problem_details.size() >= kMaxProblemDetails) break;
+      nlohmann::json affected = nlohmann::json::array();
+      for (const std::string& a : pr.affected) affected.push_back(Clean(a));
+      info.problem_details.push_back({{"what", Clean(pr.what)},
+                                      {"error", Clean(pr.error)},
+                                      {"missing", pr.missing},
+                                      {"affected", std::move(affected)}});
     }
-    size_t failed = std::count_if(r.snapshots.begin(), r.snapshots.end(),
-                                  [](const auto& s) { return !s.ok; });
-    size_t incomplete = std::count_if(r.snapshots.begin(), r.snapshots.end(),
-                                      [](const auto& s) { return s.ok && !s.complete; });
     if (!r.ledger_warning.empty()) AppendLog(*task, fmt::format("ledger: {}", r.ledger_warning));
-    if (r.resumed_from > 0) {
-      AppendLog(*task, fmt::format("resumed the run started {}: {} chunks ({}) already done",
-                                   datastore::FormatRfc3339(r.resumed_from), r.resumed_chunks,
-                                   HumanBytes(r.resumed_bytes)));
-    }
-    if (r.fresh_chunks > 0) {
-      AppendLog(*task, fmt::format("skipped {} chunks ({}) found ok within {} days (ledger)",
-                                   r.fresh_chunks, HumanBytes(r.fresh_bytes),
-                                   p.outdated_after_days));
-    }
-    if (r.left_chunks > 0) {
-      AppendLog(*task, fmt::format("left {} chunks ({}) for the next run; {} snapshots not "
-                                   "judged yet",
-                                   r.left_chunks, HumanBytes(r.left_bytes), incomplete));
-    }
-    const double mib = 1024.0 * 1024.0;
+    for (const std::string& line : text.notes) AppendLog(*task, line);
     info.problems = r.problems.size();
-    info.result = fmt::format("{} snapshots: {}", r.snapshots.size(),
-                              r.ok() ? (incomplete ? "no damage found so far" : "all ok")
-                                     : fmt::format("{} snapshots FAILED", failed));
-    info.summary = fmt::format(
-        "verified {:.2f}/{:.2f} MiB in {:.2f} s, speed {:.2f}/{:.2f} MiB/s ({} errors)",
-        r.stored_bytes / mib, r.raw_bytes / mib, r.seconds,
-        r.seconds > 0 ? r.stored_bytes / mib / r.seconds : 0,
-        r.seconds > 0 ? r.raw_bytes / mib / r.seconds : 0, r.problems.size());
+    info.result = text.result;
+    info.summary = text.summary;
     if (!r.ok()) {
       info.state = TaskState::kFailed;
     } else if (cancelled && r.left_chunks > 0) {

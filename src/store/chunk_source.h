@@ -108,6 +108,14 @@ class ChunkSink {
   // even one that appears while this insert runs (never replaced).
   virtual Result<InsertResult> Insert(const ChunkId& id, ByteSpan stored) = 0;
 
+  // As Insert(), for a caller that has just asked Contains(id) and was told
+  // no: a sink that would ask itself first (the local store's stat and
+  // access-time touch) does not ask again. A chunk that appears meanwhile
+  // is still never replaced (inserted = false).
+  virtual Result<InsertResult> InsertAbsent(const ChunkId& id, ByteSpan stored) {
+    return Insert(id, stored);
+  }
+
   // Stores `stored` under `id` whatever is there, atomically. For a caller
   // that has checked `stored` against `id` (decoded and hashed it) and must
   // not keep an unproven or damaged copy over it: the server, when a

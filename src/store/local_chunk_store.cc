@@ -116,6 +116,10 @@ Result<bool> LocalChunkStore::Contains(const ChunkId& id) {
 Result<InsertResult> LocalChunkStore::Insert(const ChunkId& id, ByteSpan stored) {
   CAIRN_ASSIGN_OR_RETURN(bool present, Contains(id));
   if (present) return InsertResult{false, 0};
+  return InsertAbsent(id, stored);
+}
+
+Result<InsertResult> LocalChunkStore::InsertAbsent(const ChunkId& id, ByteSpan stored) {
   Status s = WriteChunkFile(id, stored, /*replace=*/false);
   // Another writer got there first: its chunk stays (same id, and for a
   // plain chunk the same bytes).

@@ -49,6 +49,7 @@ class LocalChunkStore final : public ChunkSource, public ChunkSink {
   Status ReadInto(const ChunkId& id, ReadBuffer* out) override;
   SourceTraits Traits() const override;
   Result<InsertResult> Insert(const ChunkId& id, ByteSpan stored) override;
+  Result<InsertResult> InsertAbsent(const ChunkId& id, ByteSpan stored) override;
   Result<InsertResult> Replace(const ChunkId& id, ByteSpan stored) override;
   Result<bool> Contains(const ChunkId& id) override;
   Status Flush() override;

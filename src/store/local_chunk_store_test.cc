@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -201,6 +202,33 @@ TEST_F(LocalChunkStoreTest, EmptyChunkFileIsATornInsert) {
   auto read = store_->Read(id);
   CAIRN_ASSERT_OK(read);
   EXPECT_EQ(*read, stored);
+}
+
+// InsertAbsent (the caller has just been told Contains() is false) asks
+// nothing first, yet still never replaces a chunk that is there, and a torn
+// one still gives way.
+TEST_F(LocalChunkStoreTest, InsertAbsentNeverReplacesAndRepairsTorn) {
+  auto [id, stored] = MakeChunk(9);
+  auto [torn_id, torn_stored] = MakeChunk(10);
+  Bytes other = stored;
+  other.back() ^= 1;
+  test_util::WriteFileOrFail(store_->ChunkPath(torn_id), ByteSpan());
+  // (id, bytes, inserted, what the store then holds)
+  const std::vector<std::tuple<ChunkId, Bytes, bool, Bytes>> steps = {
+      {id, stored, true, stored},  // new
+      {id, other, false, stored},  // there already: left alone
+      {torn_id, torn_stored, true, torn_stored},  // torn: gives way
+  };
+  for (const auto& [chunk, bytes, inserted, held] : steps) {
+    auto r = store_->InsertAbsent(chunk, bytes);
+    CAIRN_ASSERT_OK(r);
+    EXPECT_EQ(r->inserted, inserted);
+    EXPECT_EQ(r->stored_bytes, inserted ? bytes.size() : 0u);
+    auto read = store_->Read(chunk);
+    CAIRN_ASSERT_OK(read);
+    EXPECT_EQ(*read, held);
+  }
+  EXPECT_EQ(ListPrefixDir(id).size(), 1u);  // no temp file left behind
 }
 
 TEST_F(LocalChunkStoreTest, ChunkFileCutShortIsATornInsert) {

@@ -153,9 +153,14 @@ SplitTimer::~SplitTimer() {
   const int64_t cpu = ThreadCpuNanos() - cpu_;
   const int64_t end_queued = queued_ >= 0 ? ThreadRunDelayNanos() : -1;
   const int64_t queued = end_queued >= queued_ ? end_queued - queued_ : 0;
+  const int64_t blocked = wall - cpu - queued;
   meter_->Add(cpu_stage_, cpu);
   meter_->AddCpuWait(queued);
-  meter_->Add(blocked_stage_, wall - cpu - queued);
+  meter_->Add(blocked_stage_, blocked);
+  // Blocked reading: also the reads themselves, summed over the threads
+  // (not divided by the lanes), as the fetch pipeline's I/O stage adds
+  // them, so the line's "reads in flight" is their mean here too.
+  if (blocked_stage_ == Stage::kReadWait) meter_->Add(Stage::kSourceReads, blocked * t_lanes);
 }
 
 Lanes::Lanes(int lanes) : previous_(t_lanes) { t_lanes = std::max(1, lanes); }

@@ -188,7 +188,8 @@ jobs=$(($(nproc) * 2))
 # Again on a real file system where it matters (tests/unit_test_util.h and
 # tests/cli_harness.cc put temporary directories in $CAIRN_TEST_TMPDIR):
 # holes (SEEK_DATA/SEEK_HOLE, punched or never written), torn and killed
-# writes, fsync and syncfs of real directories.
+# writes, fsync and syncfs of real directories. About 70 s on the loaded
+# 2-core machine; the > 4 GiB sparse case (another minute here) stays on tmpfs.
 disk_tests='Hole|Sparse|Torn|PosixEnvTest|LedgerTest\.Killed|CrashTest\.'
 disk_tmp=$PWD/build/release/test-tmp
 if ((built == 0)); then
@@ -198,7 +199,8 @@ if ((built == 0)); then
     echo "release (disk): $disk_tmp is on $fs_type, not a disk: not run"
   else
     echo "release (disk): the tests matching '$disk_tests' in $disk_tmp ($fs_type)"
-    CAIRN_TEST_TMPDIR=$disk_tmp run_ctest "release (disk)" build/release -R "$disk_tests" -j"$jobs"
+    CAIRN_TEST_TMPDIR=$disk_tmp run_ctest "release (disk)" build/release -R "$disk_tests" \
+      -E LargerThan4GiB -j"$jobs"
   fi
 fi
 

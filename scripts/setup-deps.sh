@@ -7,7 +7,7 @@ packages=(
   build-essential g++ cmake ninja-build pkg-config git
   libssl-dev libboost-dev libargon2-dev libqrencode-dev libzstd-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libcurl4-openssl-dev
-  # ISA-L, only for cairn-micro-bench's CRC32C comparison (BM_Crc32cIsal).
+  # ISA-L: CRC32C (format/crc32c.cc).
   libisal-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   fuse3 libfuse3-dev

@@ -123,6 +123,7 @@ sock=$dir/nbd.sock
 
 results=$dir/results.tsv
 printf 'round\tcase\tvalue\tunit\textra\n' >"$results"
+stamp_results "$dir"
 record() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${5:--}" >>"$results"; }
 secs_of() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'; }
 

@@ -112,6 +112,7 @@ bench_repo_env
 borg_compression=zstd,1
 results=$dir/results.tsv
 results_header >"$results"
+stamp_results "$dir"
 work_img=$dir/work.img
 work_tree=$dir/work-tree
 

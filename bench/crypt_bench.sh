@@ -103,6 +103,7 @@ if ((with_tree)); then
 fi
 results=$dir/results.tsv
 results_header >"$results"
+stamp_results "$dir"
 
 # The key, wrapped twice: with `cairn key create`'s default KDF (key.json)
 # and, the same master key, with the weak test KDF (key-weak.json). Its

@@ -45,6 +45,8 @@
 # raw results go to DIR/results.tsv, each command's output to DIR/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bench_name=gc_bench
+source bench/lib.sh  # stamp_results, commit_of; the helpers defined below override its own
 root=$PWD
 
 command_line="bash bench/gc_bench.sh${*:+ $*}"
@@ -127,6 +129,7 @@ fi
 # --- runs -------------------------------------------------------------------
 results=$dir/results.tsv
 printf 'round\tcase\tthreads\twall_s\tmark_s\tsweep_s\tchunk_files\tremoved\tpeak_rss_kib\n' >"$results"
+stamp_results "$dir"
 
 # run_gc ROUND CASE THREADS STORE: one timed gc, checked, appended to results.
 run_gc() {

@@ -5,8 +5,8 @@
 # issues improve on.
 #
 #   bash bench/image_bench.sh [--quick] [--rounds N] [--size 2G] [--dir DIR]
-#                             [--cold] [--no-restic] [--no-borg] [--no-doc]
-#                             [--compare LABEL=CAIRN]
+#                             [--cold] [--no-restic] [--no-borg] [--no-encrypted]
+#                             [--no-doc] [--compare LABEL=CAIRN]
 #
 #   --quick      1 round on a 512 MiB image (a minute or two)
 #   --rounds N   rounds (default 3); tools are interleaved run by run, and the
@@ -19,6 +19,10 @@
 #   --no-restic  skip restic
 #   --no-borg    skip borg (borg 1.2: `borg init --encryption=none`, archives
 #                made with --compression zstd,1 and the default chunker)
+#   --no-encrypted  skip tool cairn-enc: cairn with --keyfile on every
+#                command (AES-256-GCM, keyed chunk ids, signed manifests; the
+#                key made by `cairn key create`, its default KDF), the row to
+#                compare with restic, which always encrypts
 #   --no-doc     do not rewrite the results section of docs/BENCHMARKS.md
 #   --compare LABEL=CAIRN  also run another cairn binary (say, an older commit's
 #                build) as tool LABEL, interleaved with the others; repeatable
@@ -34,6 +38,8 @@
 # DIR/results.tsv, each tool's JSON/log output in DIR/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bench_name=image_bench
+source bench/lib.sh  # stamp_results, commit_of; the helpers defined below override its own
 root=$PWD
 
 command_line="bash bench/image_bench.sh${*:+ $*}"
@@ -47,7 +53,8 @@ write_doc=1
 quick=0
 declare -A cairn_bin=()  # tool label -> cairn binary
 extra_cairns=()
-usage() { sed -n '7,28p' "$0" >&2; exit 2; }
+with_encrypted=1
+usage() { sed -n '9,34p' "$0" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --quick) quick=1; rounds=1; size=512M; shift ;;
@@ -57,6 +64,7 @@ while (($#)); do
     --cold) cold=1; shift ;;
     --no-restic) with_restic=0; shift ;;
     --no-borg) with_borg=0; shift ;;
+    --no-encrypted) with_encrypted=0; shift ;;
     --no-doc) write_doc=0; shift ;;
     --compare)
       [[ $2 == *=* && -x ${2#*=} ]] || { echo "image_bench: --compare wants LABEL=PATH_TO_CAIRN" >&2; exit 2; }
@@ -78,7 +86,7 @@ install_deps() {
     bash scripts/setup-deps.sh
   else
     local build_deps=(build-essential cmake ninja-build g++ pkg-config libssl-dev libzstd-dev
-      nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev liburing-dev libgtest-dev
+      nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libgtest-dev
       libgmock-dev libbenchmark-dev python3 zstd)
     apt_install "${build_deps[@]}"
   fi
@@ -122,6 +130,7 @@ if [[ -z ${CAIRN_BIN:-} || -z ${CAIRN_GENDATA:-} ]]; then
 fi
 cairn=$(realpath "${CAIRN_BIN:-$root/build/release/src/cairn}")
 cairn_bin[cairn]=$cairn
+cairn_bin[cairn-enc]=$cairn
 gendata=$(realpath "${CAIRN_GENDATA:-$root/build/release/bench/cairn-gendata}")
 [[ -x $cairn ]] || die "no cairn binary at $cairn"
 [[ -x $gendata ]] || die "no cairn-gendata binary at $gendata"
@@ -151,6 +160,7 @@ image_sha=$(sha256sum "$image" | cut -d' ' -f1)
 # --- measuring --------------------------------------------------------------
 results=$dir/results.tsv
 printf 'round\ttool\top\tseconds\trss_kib\tbytes\n' >"$results"
+stamp_results "$dir"
 cache_note="warm: the image (and each store) was read or written just before and fits in RAM"
 drop_caches() {
   sync
@@ -209,17 +219,28 @@ borg_compression=zstd,1
 sizes=$dir/sizes.tsv
 : >"$sizes"
 
+# cairn-enc's key (the default KDF, as a user's): its passphrase from the
+# environment, which only cairn-enc's commands are given the key file for.
+export CAIRN_PASSPHRASE=cairn-bench
+if ((with_encrypted)); then
+  rm -f "$dir/key.json"
+  "$cairn" key create "$dir/key.json" >"$dir/logs/key-create.log" 2>&1 ||
+    { cat "$dir/logs/key-create.log" >&2; die "cairn key create failed"; }
+fi
+
 run_cairn() {  # run_cairn LABEL ROUND PHASE
   local t=$1 r=$2 bin=${cairn_bin[$1]}
-  local store=$dir/$t-store out=$dir/$t-restored.img
+  local store=$dir/$t-store out=$dir/$t-restored.img key=()
+  [[ $t == cairn-enc ]] && key=(--keyfile "$dir/key.json")
   case $3 in
     backup1)
       rm -rf "$store"
       "$bin" init "$store" >/dev/null
-      measure "$r" "$t" backup-first "$bin" backup -r "$store" --id vm/100 --json disk0.img="$image"
+      measure "$r" "$t" backup-first "$bin" backup -r "$store" --id vm/100 --json "${key[@]}" \
+        disk0.img="$image"
       ;;
     backup2)
-      measure "$r" "$t" backup-unchanged "$bin" backup -r "$store" --id vm/100 --json \
+      measure "$r" "$t" backup-unchanged "$bin" backup -r "$store" --id vm/100 --json "${key[@]}" \
         disk0.img="$image"
       local new
       new=$(python3 -c 'import json,sys; print(sum(a["new_chunks"] for a in json.load(open(sys.argv[1]))["archives"]))' \
@@ -228,12 +249,13 @@ run_cairn() {  # run_cairn LABEL ROUND PHASE
       ;;
     restore)
       rm -f "$out"
-      measure "$r" "$t" restore "$bin" restore -r "$store" vm/100/latest disk0.img "$out" --json
+      measure "$r" "$t" restore "$bin" restore -r "$store" vm/100/latest disk0.img "$out" --json \
+        "${key[@]}"
       same_or_die "$t restore" "$out"
       rm -f "$out"
       ;;
     verify)
-      measure "$r" "$t" verify "$bin" verify -r "$store" --json
+      measure "$r" "$t" verify "$bin" verify -r "$store" --json "${key[@]}"
       printf '%s\t%s\n' "$t" "$(store_size "$store")" >>"$sizes"
       ;;
   esac
@@ -317,6 +339,7 @@ for ((r = 1; r <= rounds; r++)); do
   measure "$r" raw cp+fsync bash -c 'copy_and_sync "$1" "$2"' _ "$image" "$dir/copy.img"
   rm -f "$dir/copy.img"
   tools=(cairn "${extra_cairns[@]}")
+  ((with_encrypted)) && tools+=(cairn-enc)
   ((with_restic)) && tools+=(restic)
   ((with_borg)) && tools+=(borg)
   if ((r % 2 == 0)); then  # alternate who goes first

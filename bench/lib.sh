@@ -183,6 +183,24 @@ commit_of() {
   echo "$c"
 }
 
+# stamp_results DIR: writes DIR/run.json, where DIR's results came from:
+# the commit ($CAIRN_BENCH_COMMIT, else the checkout's) and a run id
+# ($CAIRN_BENCH_RUN_ID, which bench/run_all.sh sets for all its steps, else a
+# new one), with the script and its command line. Every script calls it when
+# it starts a fresh results.tsv; bench/targets.py refuses to put results of
+# different runs or commits in one table.
+stamp_results() {
+  local d=$1
+  local run_id=${CAIRN_BENCH_RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)-$$}
+  python3 - "$d/run.json" "$(commit_of "$PWD" || echo unknown)" "$run_id" "$bench_name" \
+    "${command_line:-}" <<'PY'
+import json, sys, time
+path, commit, run_id, script, command = sys.argv[1:]
+json.dump({"commit": commit, "run_id": run_id, "script": script, "command": command,
+           "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, open(path, "w"), indent=1)
+PY
+}
+
 # machine_details DIR: Markdown bullets describing this machine and DIR's
 # file system.
 machine_details() {

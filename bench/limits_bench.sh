@@ -69,6 +69,7 @@ bytes=$(stat -c %s "$image")
 ncpu=$(nproc)
 results=$dir/results.tsv
 results_header >"$results"
+stamp_results "$dir"
 
 say "cutting the image into $ncpu slices and compressing it once (untimed)"
 slices=()

@@ -188,6 +188,7 @@ kept_fields=(seconds jobs.mode jobs.final jobs.max jobs.mean peak_bytes_in_fligh
   connections.final connections.max connections.mean connections.cap)
 
 printf 'round\tside\top\tlat_ms\tjobs\tseconds\tuser_s\tsys_s\tserver_cpu_s\trss_kib\tbytes\tjson_s\tjobs_mode\tjobs_final\tjobs_max\tjobs_mean\tpeak_bytes_in_flight\tconn_final\tconn_max\tconn_mean\tconn_cap\n' >"$results"
+stamp_results "$dir"
 
 # timed ROUND SIDE OP LAT JOBS CMD...: runs CMD under /usr/bin/time (output to
 # DIR/logs/), appends a line to results.tsv; a failing command fails the run.

@@ -134,7 +134,7 @@ if ((need_build)); then
     bash scripts/setup-deps.sh
   else
     apt_install build-essential cmake ninja-build g++ pkg-config libssl-dev libzstd-dev \
-      nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev liburing-dev libgtest-dev \
+      nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libgtest-dev \
       libgmock-dev libbenchmark-dev
   fi
 fi
@@ -232,6 +232,7 @@ fi
 # --- measuring --------------------------------------------------------------
 results=$dir/results.tsv
 printf 'round\tsection\tcase\tjobs\tcpu\tlat\tseconds\trss_kib\tbytes\tjson_s\tjobs_final\tjobs_max\tjobs_mean\n' >"$results"
+stamp_results "$dir"
 sync
 
 

@@ -143,8 +143,12 @@ if [[ -x /usr/bin/python3 ]]; then
   ln -sfn /usr/bin/python3 "$dir/bin/path/python3"
   export PATH=$dir/bin/path:$PATH
 fi
-export CAIRN_BENCH_COMMIT
+export CAIRN_BENCH_COMMIT CAIRN_BENCH_RUN_ID
 CAIRN_BENCH_COMMIT=$(commit_of "$root" || echo unknown)
+# One id for every step of this run: each step's DIR/STEP/run.json records it
+# (bench/lib.sh stamp_results), and bench/targets.py refuses a table whose
+# results come from more than one run or commit.
+CAIRN_BENCH_RUN_ID=$(date -u +%Y%m%dT%H%M%SZ)-$$
 export CAIRN_BIN=$dir/bin/src/cairn
 export CAIRN_GENDATA=$dir/bin/bench/cairn-gendata
 export CAIRN_SYNTH=$dir/bin/bench/cairn-synth-store
@@ -250,15 +254,17 @@ run_step gc gc_step
 
 t_end=$(date +%s%N)
 wall=$(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
-python3 - "$dir/suite.json" "$steps_tsv" "$mode" "$wall" "$started" "$command_line" "${only}" <<'PY'
+python3 - "$dir/suite.json" "$steps_tsv" "$mode" "$wall" "$started" "$command_line" "${only}" \
+  "$CAIRN_BENCH_RUN_ID" "$CAIRN_BENCH_COMMIT" <<'PY'
 import json, sys
-path, steps_tsv, mode, wall, started, cmd, only = sys.argv[1:]
+path, steps_tsv, mode, wall, started, cmd, only, run_id, commit = sys.argv[1:]
 lines = open(steps_tsv).read().splitlines()
 header = lines[0].split("\t")
 steps = [dict(zip(header, l.split("\t"))) for l in lines[1:] if l]
 for s in steps:
     s["seconds"] = float(s["seconds"]); s["status"] = int(s["status"])
 json.dump({"mode": mode, "wall_seconds": float(wall), "started": started, "command": cmd,
+           "run_id": run_id, "commit": commit,
            "steps_asked": only.split(","), "steps": steps}, open(path, "w"), indent=1)
 PY
 
@@ -274,7 +280,7 @@ if ((update_docs)) && command -v gnuplot >/dev/null && [[ -s $dir/suite_compare.
     - <<'GP'
 set terminal pngcairo size 1000,520 font ",10"
 set output outfile
-set title "cairn vs restic vs borg (MiB/s, higher is better)\n{/*0.8 ".subtitle."}"
+set title "cairn (plain and --keyfile) vs restic (always encrypted) vs borg (MiB/s, higher is better)\n{/*0.8 ".subtitle."}"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
@@ -286,7 +292,7 @@ set lmargin 16
 set bmargin 9
 set grid ytics
 set yrange [0:*]
-plot datafile using 2:xtic(1) title columnheader(2), '' using 3 title columnheader(3), '' using 4 title columnheader(4)
+plot datafile using 2:xtic(1) title columnheader(2), '' using 3 title columnheader(3), '' using 4 title columnheader(4), '' using 5 title columnheader(5)
 GP
   then plot_note="![suite_compare](img/suite_compare.png)"
   else say "gnuplot failed: no docs/img/suite_compare.png"

@@ -280,6 +280,7 @@ fi
 
 # --- measuring ------------------------------------------------------------------
 printf 'round\ttool\top\tjobs\tstatus\tseconds\tuser_s\tsys_s\tserver_cpu_s\trss_kib\tbytes\tjson_s\tjobs_mode\tjobs_final\tjobs_max\tjobs_mean\n' >"$results"
+stamp_results "$dir"
 failures=0
 
 # timed ROUND TOOL OP JOBS CMD...: CMD under timeout and /usr/bin/time, its

@@ -2,6 +2,7 @@
 """Every performance target of the issues, checked against a suite run.
 
     python3 bench/targets.py DIR [--json OUT] [--headline] [--plot-data OUT]
+                             [--ignore-other-runs]
 
 DIR is the work directory of bench/run_all.sh: one subdirectory per script
 (limits, image, restore, verify, tree, changed, crypt, remote, access, gc), each holding the
@@ -16,6 +17,15 @@ feature that does not exist yet) is never "met".
                borg vs the raw limit, MiB/s per operation, repository size,
                peak RSS)
 --plot-data OUT  with --headline: a gnuplot data file of the MiB/s rows
+--ignore-other-runs  leave out (as not measured) the steps whose results
+               come from another run or commit than DIR/suite.json's, instead
+               of refusing
+
+One table, one run of one commit: each step's results.tsv has a run.json
+beside it (its commit and run id, bench/lib.sh stamp_results); a step whose
+run id or commit differs from DIR/suite.json's (or, without one, from the
+other steps'), or that has no run.json, makes the script stop with exit 3
+and say which, unless --ignore-other-runs.
 
 Thresholds the issues state loosely ("nearly equal", "well under a second",
 "~64 bytes") are given a number here, marked "(threshold ours)".
@@ -61,6 +71,53 @@ def ok(x):
 
 def rate(r):
     return int(r["bytes"]) / MIB / float(r["seconds"])
+
+
+# Each step's results, as the Results attributes that hold them.
+STEP_ATTRS = {
+    "limits": ("limits", "bench", "micro"), "image": ("image", "image_sizes"),
+    "restore": ("restore",), "verify": ("verify",), "tree": ("tree",),
+    "changed": ("changed", "change"), "gc": ("gc", "gc_mark"), "crypt": ("crypt",),
+    "remote": ("remote", "tls"), "s3": ("s3",), "access": ("access",),
+}
+
+
+class MixedRuns(Exception):
+    pass
+
+
+def check_one_run(R, ignore_others=False):
+    """Refuses (MixedRuns) results of more than one run or commit; with
+    ignore_others, empties the steps that are not of DIR/suite.json's run
+    instead and returns their names."""
+    stamps = {}
+    for step, attrs in STEP_ATTRS.items():
+        if not any(getattr(R, a) for a in attrs):
+            continue  # not measured: nothing to mix
+        stamps[step] = load_json(os.path.join(R.dir, step, "run.json"))
+    ref = None
+    if R.suite.get("run_id"):
+        ref = (R.suite["run_id"], R.suite.get("commit"))
+    else:
+        known = [(s["run_id"], s.get("commit")) for s in stamps.values() if s]
+        ref = collections.Counter(known).most_common(1)[0][0] if known else None
+    others = {}
+    for step, s in stamps.items():
+        if s is None:
+            others[step] = "no run.json (results of a script older than the stamps)"
+        elif ref is not None and (s.get("run_id"), s.get("commit")) != ref:
+            others[step] = f"run {s.get('run_id')} of commit {s.get('commit')}"
+    if not others:
+        return []
+    if not ignore_others:
+        where = "; ".join(f"{step}: {why}" for step, why in sorted(others.items()))
+        raise MixedRuns(f"{R.dir} mixes results of different runs or commits (this table is for run "
+                        f"{ref[0] if ref else '?'} of commit {ref[1] if ref else '?'}): {where}. "
+                        "Rerun those steps in this run, or pass --ignore-other-runs to leave them out.")
+    for step in others:
+        for a in STEP_ATTRS[step]:
+            setattr(R, a, type(getattr(R, a))() if getattr(R, a) is not None else None)
+    return sorted(others)
 
 
 class Results:
@@ -482,8 +539,11 @@ def print_targets(rows):
 
 
 def headline(R, plot_out):
-    tools = ["cairn", "restic", "borg"]
+    # cairn-enc: cairn with --keyfile (image_bench.sh's tool of that name);
+    # restic always encrypts, so cairn-enc is the figure to hold against it.
+    tools = ["cairn", "cairn-enc", "restic", "borg"]
     lines = []  # (label, {tool: value}, limit text, is_rate)
+    from_image = set()  # rows whose cairn-enc figure is image_bench.sh's, the others' not
 
     def row(label, vals, limit="", is_rate=True):
         lines.append((label, vals, limit, is_rate))
@@ -498,10 +558,16 @@ def headline(R, plot_out):
     restore = {t: R.rate(R.restore, section="compare", case=t) for t in tools}
     if not any(ok(v) for v in restore.values()):
         restore = {t: R.rate(R.image, tool=t, op="restore") for t in tools}
+    elif not ok(restore["cairn-enc"]):
+        restore["cairn-enc"] = R.rate(R.image, tool="cairn-enc", op="restore")
+        from_image.add("image restore")
     row("image restore", restore, fmt_lim("cp+fsync", lim("cp+fsync")))
     verify = {t: R.verify_rate(section="compare", case=t) for t in tools}
     if not any(ok(v) for v in verify.values()):
         verify = {t: R.rate(R.image, tool=t, op="verify") for t in tools}
+    elif not ok(verify["cairn-enc"]):
+        verify["cairn-enc"] = R.rate(R.image, tool="cairn-enc", op="verify")
+        from_image.add("image verify (all data read)")
     row("image verify (all data read)", verify, fmt_lim("decode limit", R.verify_rate(section="limit", case="limit")))
     row("tree backup, first", {t: R.rate(R.tree, tool=t, op="backup-1") for t in tools})
     row("tree backup, unchanged", {t: R.rate(R.tree, tool=t, op="backup-2") for t in tools})
@@ -531,22 +597,38 @@ def headline(R, plot_out):
 
     print("MiB/s (medians) unless the row says otherwise; the limit column is the machine's raw rate "
           "for comparable work (limits_bench.sh, verify_bench.sh's decode limit, `cp -a`).")
+    print("**restic always encrypts** (AES-256-CTR + Poly1305, no way to turn it off): hold it against "
+          "the *cairn --keyfile* column (AES-256-GCM, keyed chunk ids, signed manifests, the key's "
+          "default KDF on every command). *cairn* stores plain data, as borg does here "
+          "(`borg init --encryption=none`).")
     print()
-    print("| operation | cairn | restic | borg | raw limit MiB/s | cairn ÷ best other |")
-    print("|---|---:|---:|---:|---|---:|")
+    print("| operation | cairn | cairn --keyfile | restic | borg | raw limit MiB/s "
+          "| cairn ÷ best other | cairn --keyfile ÷ restic |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|")
+
+    def quotient(a, b, higher):
+        if not (ok(a) and ok(b)) or not b:
+            return ""
+        return f"{a / b:.2f}"
+
     for label, vals, limit, is_rate in lines:
         cells = [("–" if not ok(vals[t]) else f"{vals[t]:.1f}" if not is_rate and abs(vals[t]) < 10
                   else f"{vals[t]:.0f}") for t in tools]
+        if label in from_image and cells[1] != "–":
+            cells[1] += " *"
         others = [vals[t] for t in ("restic", "borg") if ok(vals[t])]
         q = ""
         if ok(vals["cairn"]) and others:
-            best = max(others) if is_rate else min(others)
-            if best:
-                q = f"{vals['cairn'] / best:.2f}"
-        print(f"| {label} | " + " | ".join(cells) + f" | {limit} | {q} |")
+            q = quotient(vals["cairn"], max(others) if is_rate else min(others), is_rate)
+        qe = quotient(vals["cairn-enc"], vals["restic"], is_rate)
+        print(f"| {label} | " + " | ".join(cells) + f" | {limit} | {q} | {qe} |")
+    if from_image:
+        print()
+        print("\\* image_bench.sh's figure: the other columns of that row come from the dedicated "
+              "script (restore_bench.sh, verify_bench.sh), which has no encrypted case.")
     if plot_out:
         with open(plot_out, "w") as f:
-            f.write('operation "cairn" "restic" "borg"\n')
+            f.write('operation "cairn" "cairn --keyfile" "restic" "borg"\n')
             for label, vals, _, is_rate in lines:
                 if is_rate and any(ok(v) for v in vals.values()):
                     f.write(f'"{label}" ' + " ".join(f"{vals[t]:.1f}" if ok(vals[t]) else "NaN" for t in tools) + "\n")
@@ -558,7 +640,7 @@ def main(argv):
         sys.exit(__doc__)
     d = args.pop(0)
     json_out = plot_out = None
-    want_headline = False
+    want_headline = ignore_others = False
     while args:
         a = args.pop(0)
         if a == "--json" and args:
@@ -567,9 +649,18 @@ def main(argv):
             plot_out = args.pop(0)
         elif a == "--headline":
             want_headline = True
+        elif a == "--ignore-other-runs":
+            ignore_others = True
         else:
             sys.exit(__doc__)
     R = Results(d)
+    try:
+        left_out = check_one_run(R, ignore_others)
+    except MixedRuns as e:
+        print(f"targets.py: {e}", file=sys.stderr)
+        sys.exit(3)
+    if left_out:
+        print(f"(left out, from another run or commit: {', '.join(left_out)})", file=sys.stderr)
     if want_headline:
         headline(R, plot_out)
         return

@@ -5,7 +5,7 @@
 #
 #   bash bench/tree_bench.sh [--quick] [--rounds N] [--files N] [--size S]
 #                            [--dir DIR] [--target-dir DIR] [--no-restic] [--no-borg]
-#                            [--update-docs]
+#                            [--no-encrypted] [--update-docs]
 #
 #   --quick        --files 5000 --size 256M, 1 round (a few minutes)
 #   --rounds N     rounds (default 2); every operation runs once per tool per
@@ -19,6 +19,9 @@
 #                  tmpfs like /dev/shm takes the disk out of the restore
 #                  timings (the writeback of `sync` otherwise dominates them)
 #   --no-restic, --no-borg   leave restic / borg out
+#   --no-encrypted leave out cairn-enc: cairn with --keyfile on every command
+#                  (the key from `cairn key create`, its default KDF), the
+#                  figure to hold against restic, which always encrypts
 #   --update-docs  also write the section between the tree-bench markers of
 #                  docs/BENCHMARKS.md (appended when the markers are missing);
 #                  without it the section only goes to DIR/tree_bench.md
@@ -44,6 +47,8 @@
 # output: DIR/logs/; tables: bench/tree_report.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bench_name=tree_bench
+source bench/lib.sh  # stamp_results, commit_of; the helpers defined below override its own
 root=$PWD
 
 command_line="bash bench/tree_bench.sh${*:+ $*}"
@@ -57,7 +62,8 @@ with_borg=1
 update_docs=0
 rounds_given=0
 target_dir=
-usage() { sed -n '6,44p' "$0" >&2; exit 2; }
+with_encrypted=1
+usage() { sed -n '6,47p' "$0" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --quick) files=5000; size=256M; ((rounds_given)) || rounds=1; shift ;;
@@ -68,6 +74,7 @@ while (($#)); do
     --target-dir) target_dir=$2; shift 2 ;;
     --no-restic) with_restic=0; shift ;;
     --no-borg) with_borg=0; shift ;;
+    --no-encrypted) with_encrypted=0; shift ;;
     --update-docs) update_docs=1; shift ;;
     -h|--help) usage ;;
     *) echo "tree_bench: unknown argument '$1'" >&2; usage ;;
@@ -105,7 +112,7 @@ if ((need_build)); then
     bash scripts/setup-deps.sh
   else
     apt_install build-essential cmake ninja-build g++ pkg-config libssl-dev libzstd-dev \
-      nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev liburing-dev libgtest-dev \
+      nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libgtest-dev \
       libgmock-dev libbenchmark-dev
   fi
 fi
@@ -168,6 +175,7 @@ export BORG_BASE_DIR=$dir/borg-home
 export BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes
 export BORG_RELOCATED_REPO_ACCESS_IS_OK=yes
 store=$dir/cairn-store
+enc_store=$dir/cairn-enc-store
 restic_repo=$dir/restic-repo
 borg_repo=$dir/borg-repo
 borg_compression=zstd,1
@@ -182,6 +190,7 @@ cat_out=$dir/cat.out
 # --- measuring --------------------------------------------------------------
 results=$dir/results.tsv
 printf 'round\ttool\top\tseconds\trss_kib\tbytes\n' >"$results"
+stamp_results "$dir"
 
 # measure ROUND TOOL OP NBYTES CMD...: times CMD (wall clock, peak RSS) and
 # appends a line to results.tsv; the command's stdout goes to $cat_out when
@@ -229,22 +238,36 @@ cp_tree() { cp -a "$1" "$2" && sync -f "$2"; }
 borg_create() { cd "$1" && borg create --compression "$3" "$2" .; }
 export -f cairn_restore restic_restore borg_extract cp_tree borg_create
 
+# cairn-enc's key: its passphrase from the environment; only cairn-enc's
+# commands are given the key file.
+export CAIRN_PASSPHRASE=cairn-bench
+if ((with_encrypted)); then
+  rm -f "$dir/key.json"
+  "$cairn" key create "$dir/key.json" >"$dir/logs/key-create.log" 2>&1 ||
+    { cat "$dir/logs/key-create.log" >&2; die "cairn key create failed"; }
+fi
+
 # run_op ROUND OP TOOL
 run_op() {
   local r=$1 op=$2 tool=$3
+  local store=$store key=()
+  if [[ $tool == cairn-enc ]]; then
+    store=$enc_store
+    key=(--keyfile "$dir/key.json")
+  fi
   case $op:$tool in
-    init:cairn)
+    init:cairn|init:cairn-enc)
       rm -rf "$store"; "$cairn" init "$store" >/dev/null ;;
     init:restic)
       rm -rf "$restic_repo" "$RESTIC_CACHE_DIR"; restic init -q --repo "$restic_repo" >/dev/null ;;
     init:borg)
       rm -rf "$borg_repo" "$BORG_BASE_DIR"; mkdir -p "$BORG_BASE_DIR"
       borg init --encryption=none "$borg_repo" >/dev/null 2>&1 ;;
-    backup-1:cairn|backup-2:cairn)
+    backup-1:cairn|backup-2:cairn|backup-1:cairn-enc|backup-2:cairn-enc)
       local t=01
       [[ $op == backup-2 ]] && t=02
-      measure "$r" cairn "$op" "$bytes" "$cairn" backup -r "$store" --id host/bench \
-        --time "2026-01-01T00:00:${t}Z" --json "root.tree=$data" ;;
+      measure "$r" "$tool" "$op" "$bytes" "$cairn" backup -r "$store" --id host/bench \
+        --time "2026-01-01T00:00:${t}Z" --json "${key[@]}" "root.tree=$data" ;;
     backup-1:restic|backup-2:restic)
       measure "$r" restic "$op" "$bytes" restic backup -q --repo "$restic_repo" --host bench "$data" ;;
     backup-1:borg|backup-2:borg)
@@ -252,9 +275,9 @@ run_op() {
       [[ $op == backup-2 ]] && name=second
       measure "$r" borg "$op" "$bytes" bash -c 'borg_create "$1" "$2" "$3"' _ "$data" \
         "$borg_repo::$name" "$borg_compression" ;;
-    restore:cairn|restore:cairn-seq)
+    restore:cairn|restore:cairn-seq|restore:cairn-enc)
       rm -rf "$target"; sync
-      local extra=()
+      local extra=("${key[@]}")
       [[ $tool == cairn-seq ]] && extra=(--jobs 1)
       measure "$r" "$tool" restore "$bytes" bash -c 'cairn_restore "$@"' _ "$cairn" "$store" \
         "$target" "${extra[@]}"
@@ -275,15 +298,16 @@ run_op() {
       measure "$r" cp restore "$bytes" bash -c 'cp_tree "$1" "$2"' _ "$data" "$target"
       same_tree_or_die "cp -a" "$target"
       rm -rf "$target" ;;
-    ls:cairn)
-      measure "$r" cairn ls 0 "$cairn" ls -r "$store" host/bench/latest root.tree ;;
+    ls:cairn|ls:cairn-enc)
+      measure "$r" "$tool" ls 0 "$cairn" ls -r "$store" host/bench/latest root.tree "${key[@]}" ;;
     ls:restic)
       measure "$r" restic ls 0 restic ls -q --repo "$restic_repo" latest ;;
     ls:borg)
       measure "$r" borg ls 0 borg list "$borg_repo::second" ;;
-    cat:cairn)
-      measure "$r" cairn cat "$small_bytes" "$cairn" cat -r "$store" host/bench/latest root.tree "$small"
-      same_cat_or_die "cairn cat" ;;
+    cat:cairn|cat:cairn-enc)
+      measure "$r" "$tool" cat "$small_bytes" "$cairn" cat -r "$store" host/bench/latest root.tree \
+        "$small" "${key[@]}"
+      same_cat_or_die "$tool cat" ;;
     cat:restic)
       measure "$r" restic cat "$small_bytes" restic dump -q --repo "$restic_repo" latest "$data/$small"
       same_cat_or_die "restic dump" ;;
@@ -308,6 +332,7 @@ in_order() {
 }
 
 tools=(cairn)
+((with_encrypted)) && tools+=(cairn-enc)
 ((with_restic)) && tools+=(restic)
 ((with_borg)) && tools+=(borg)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -323,6 +348,7 @@ done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 store_bytes() { du -s -B1 "$1" 2>/dev/null | cut -f1; }
 sizes="cairn $(store_bytes "$store")"
+((with_encrypted)) && sizes+=", cairn-enc $(store_bytes "$enc_store")"
 ((with_restic)) && sizes+=", restic $(store_bytes "$restic_repo")"
 ((with_borg)) && sizes+=", borg $(store_bytes "$borg_repo")"
 

@@ -24,7 +24,7 @@ OP_NOTES = {
     "ls": "list the whole snapshot",
     "cat": "one small file to stdout",
 }
-TOOLS = ["cairn", "cairn-seq", "restic", "borg", "cp"]
+TOOLS = ["cairn", "cairn-enc", "cairn-seq", "restic", "borg", "cp"]
 RATE_OPS = {"backup-1", "backup-2", "restore"}
 
 

@@ -156,7 +156,7 @@ if ((need_build)); then
     bash scripts/setup-deps.sh
   else
     apt_install build-essential cmake ninja-build g++ pkg-config libssl-dev libzstd-dev \
-      nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev liburing-dev libgtest-dev \
+      nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libgtest-dev \
       libgmock-dev libbenchmark-dev
   fi
 fi
@@ -298,6 +298,7 @@ fi
 # --- measuring --------------------------------------------------------------
 results=$dir/results.tsv
 printf 'round\tsection\tcase\tjobs\tcpu\tlat\tseconds\trss_kib\tbytes\tchunks\tjson_s\tjobs_final\tjobs_max\tchecked\n' >"$results"
+stamp_results "$dir"
 sync
 
 cache_note="warm (every store but the synthetic ones was read just before the rounds and fits in RAM)"

@@ -56,7 +56,7 @@ pages=$(ls "$root"/usr/share/man/man1/ | wc -l)
 
 # Depends: what the binary links.
 depends=$(dpkg-deb -f "$deb" Depends)
-for lib in libc6 libssl3 libzstd1 libcurl4 libsystemd0 libtomlplusplus3 libqrencode4 libargon2-1 libstdc++6; do
+for lib in libc6 libssl3 libzstd1 libisal2 libcurl4 libsystemd0 libtomlplusplus3 libqrencode4 libargon2-1 libstdc++6; do
   grep -q "\b$lib\b" <<<"$depends" || fail "Depends lacks $lib: $depends"
 done
 

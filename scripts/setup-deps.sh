@@ -7,7 +7,9 @@ packages=(
   build-essential g++ cmake ninja-build pkg-config git
   libssl-dev libboost-dev libargon2-dev libqrencode-dev libzstd-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libcurl4-openssl-dev
-  liburing-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # ISA-L: CRC32C (format/crc32c.cc).
+  libisal-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
   fuse3 libfuse3-dev
   libnbd-bin qemu-utils
   python3 zstd ccache

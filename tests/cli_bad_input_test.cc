@@ -1,9 +1,12 @@
 // Bad input gets a clear error (what, where, why) and the right exit code,
 // and nothing stored is damaged.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -111,10 +114,26 @@ TEST_F(BadInputTest, RepoWithDamagedMarker) {
   EXPECT_TRUE(Contains(r.err, "version 99")) << r.Describe();
 }
 
-TEST_F(BadInputTest, RemoteRepoIsNotSupportedYet) {
-  RunResult r = Cairn({"snapshots", "-r", "https://backup.example:8007/store1"});
+// A server that is not there: connection refused on a loopback port that
+// was bound and closed again (no DNS involved, so the test cannot pass on a
+// lookup failure instead).
+TEST_F(BadInputTest, UnreachableServerIsAClearError) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);  // bound, never listened: nothing accepts there now
+  const std::string where = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const std::string url = "https://" + where + "/store1";
+  RunResult r = Cairn({"snapshots", "-r", url});
   EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
-  EXPECT_TRUE(Contains(r.err, "https://backup.example:8007/store1")) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, where)) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "connect")) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "refused")) << r.Describe();
 }
 
 TEST_F(BadInputTest, NoRepoGiven) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli_fixture.h"
+#include "cli_kill.h"
 
 namespace cairn::cli_test {
 namespace {
@@ -143,8 +144,10 @@ TEST_F(CrashTest, BackupKilledAtRandomMomentsLeavesConsistentStore) {
     EXPECT_EQ(files,
               (std::vector<std::string>{"disk0.img.fidx", "index.json.blob", "vm.conf.blob"}));
   }
-  // At least the early kills must have landed before the end of the run.
-  EXPECT_GE(killed_mid_run, 1);
+  // Kills are spread over the quickest run so far: most must land before
+  // the end of the run, or the test has checked clean runs only.
+  EXPECT_GE(killed_mid_run, MinimumKills(kTrials))
+      << killed_mid_run << " of " << kTrials << " kills landed mid-run";
   RecordProperty("killed_mid_run", killed_mid_run);
 
   // The newest snapshot restores to the current image.

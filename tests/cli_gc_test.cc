@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cli_fixture.h"
+#include "cli_kill.h"
 
 namespace cairn::cli_test {
 namespace {
@@ -429,7 +430,9 @@ TEST_F(GcTest, KilledGcLeavesConsistentStore) {
     for (const auto& [snap, image] : kept) EXPECT_EQ(RestoreDiff(snap, image), "") << snap;
     ExpectVerifyOk();
   }
-  EXPECT_GE(killed, 1);
+  // Kills are spread over twice a dry run's length (the real run is longer):
+  // at least a third of them must land inside it.
+  EXPECT_GE(killed, MinimumKills(kTrials, 1.0 / 3)) << killed << " of " << kTrials << " kills landed";
   RecordProperty("killed", killed);
   RecordProperty("killed_with_trash", killed_with_trash);
 
@@ -467,7 +470,11 @@ TEST_F(GcTest, BackupsPruneAndGcAtOnceKeepEveryListedSnapshot) {
   // Fewer rounds under sanitizers, where each run of cairn is several times slower.
   const int kRounds = CairnSanitized() ? 5 : 12;
   constexpr int kImageChunks = 3;
-  constexpr int kVariants = 3;
+  // Five contents a position can take: few enough that earlier ones come
+  // back, enough that what prune lets go is often garbage for gc to remove
+  // while the others run (with three, the concurrent runs removed ~1 chunk
+  // in all).
+  constexpr int kVariants = 5;
   std::mt19937_64 rng(20260109);
   // Chunk 0 is drawn from a pool all groups share; the others per group.
   auto seed_of = [](int group, int pos, int variant) -> uint64_t {
@@ -583,6 +590,11 @@ TEST_F(GcTest, BackupsPruneAndGcAtOnceKeepEveryListedSnapshot) {
   RecordProperty("removed_during", static_cast<int>(removed_during));
   RecordProperty("concurrent_restores_ok", restores_ok);
   RecordProperty("concurrent_restores_refused", restores_refused);
+  // The test is about gc running beside backups and prune: it means nothing
+  // unless some of those gc runs finished, and removed what prune let go.
+  EXPECT_GE(gcs_ok, kRounds / 2) << gcs_ok << " gc runs succeeded";
+  EXPECT_GT(removed_during, 0u) << "no concurrent gc removed a chunk";
+  EXPECT_GT(backups_ok, 0);
 
   // Every listed snapshot was made by a backup that exited 0 and restores
   // to the image it was made from.

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -73,6 +74,10 @@ int KillPointCount(int ci_default) {
     return std::max(1, std::atoi(env));
   }
   return CairnSanitized() ? std::max(1, ci_default / 2) : ci_default;
+}
+
+int MinimumKills(int tried, double share) {
+  return std::max(1, static_cast<int>(std::ceil(tried * share)));
 }
 
 uint64_t KillSeed(uint64_t fallback) {

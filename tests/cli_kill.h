@@ -51,6 +51,12 @@ std::vector<uint64_t> KillPoints(uint64_t total, int n, uint64_t seed);
 int KillPointCount(int ci_default);
 // CAIRN_KILL_SEED when set, else `fallback`.
 uint64_t KillSeed(uint64_t fallback);
+// The fewest of `tried` kills that must land inside the run (before it
+// finished) for a crash test to have tested anything: `share` of them,
+// rounded up, at least 1. One of 24 is not enough: a writer that got faster
+// than the estimate, or a kill point past its last event, would leave the
+// test checking clean runs only.
+int MinimumKills(int tried, double share = 0.5);
 
 // "" when the trees under `a` and `b` hold the same names, types, file
 // contents and symlink targets, else the first difference.

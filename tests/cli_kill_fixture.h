@@ -171,7 +171,8 @@ class KillFixture : public Base {
       }
       if (HasFailure()) return;
     }
-    EXPECT_GE(killed, 1) << "no point landed inside the run";
+    EXPECT_GE(killed, MinimumKills(static_cast<int>(points.size())))
+        << killed << " of " << points.size() << " points landed inside the run";
     RecordProperty(verb + "_events", static_cast<int>(counted.events));
     RecordProperty(verb + "_kills", killed);
   }

@@ -182,8 +182,18 @@ TEST_F(ServerTest, ForgottenSnapshotsLeaveTheMirror) {
 TEST_F(ServerTest, InitThroughTheServerIsRefused) {
   // (Backup through a server works: cli_server_backup_test.cc; prune, forget,
   // gc and the rest: cli_server_admin_test.cc.)
-  RunResult r = Cairn({"init", url_});
-  EXPECT_NE(r.exit_code, 0);
+  // As a client the server trusts and that trusts it: the refusal is init's
+  // own, not a certificate or token error before it.
+  RunOptions options;
+  options.env = ClientEnv(reader_);
+  RunResult r = RunCairn({"init", url_}, options);
+  EXPECT_EQ(r.exit_code, kExitUsage) << r.Describe();
+  EXPECT_NE(r.err.find(url_), std::string::npos) << r.Describe();
+  EXPECT_NE(r.err.find("datastores are made on the server"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.err.find("cairn serve --store"), std::string::npos) << r.Describe();
+  // The server still serves its datastore, unchanged.
+  RunResult s = Remote("snapshots", {}, reader_);
+  EXPECT_EQ(s.exit_code, kExitOk) << s.Describe();
 }
 
 TEST_F(ServerTest, SurvivesGarbageAndStopsCleanly) {

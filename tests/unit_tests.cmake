@@ -59,6 +59,7 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/base/power_loss_env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/logging_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/status_test.cc
+  ${PROJECT_SOURCE_DIR}/src/base/text_test.cc
   ${PROJECT_SOURCE_DIR}/src/format/coding_test.cc
   ${PROJECT_SOURCE_DIR}/src/format/crc32c_test.cc
   ${PROJECT_SOURCE_DIR}/src/crypto/crypt_config_test.cc

@@ -17,20 +17,15 @@
 #include <span>
 #include <vector>
 
-namespace cairn::bench {
+#include "base/splitmix64.h"
 
-inline uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+namespace cairn::bench {
 
 class Rng {
  public:
   explicit Rng(uint64_t seed) {
     uint64_t sm = seed;
-    for (auto& word : s_) word = SplitMix64(sm);
+    for (auto& word : s_) word = SplitMix64Next(sm);
   }
 
   uint64_t Next() {

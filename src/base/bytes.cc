@@ -6,6 +6,8 @@
 #include <exception>
 #include <utility>
 
+#include "base/text.h"
+
 namespace cairn {
 
 std::string ToHex(ByteSpan data) {
@@ -18,18 +20,12 @@ std::string ToHex(ByteSpan data) {
   return out;
 }
 
-static int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 bool FromHex(std::string_view hex, MutableByteSpan out) {
   if (hex.size() != out.size() * 2) return false;
   for (size_t i = 0; i < out.size(); ++i) {
-    int hi = HexValue(hex[2 * i]);
-    int lo = HexValue(hex[2 * i + 1]);
+    int hi = HexDigitValue(hex[2 * i]);
+    int lo = HexDigitValue(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) return false;
     out[i] = static_cast<uint8_t>(hi << 4 | lo);
   }

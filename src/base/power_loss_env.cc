@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "base/splitmix64.h"
+
 namespace cairn {
 
 struct PowerLossEnv::Inode {
@@ -507,10 +509,7 @@ ByteSpan ContentsAfterCut(const Bytes& durable, const Bytes& data, PowerLossEnv:
   }
   uint64_t pages = (data.size() - durable.size() + kPage - 1) / kPage;
   // One draw per file, from the seed and the inode (splitmix64).
-  uint64_t z = seed + ino * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
+  const uint64_t z = SplitMix64Mix(seed + ino * kSplitMix64Gamma);
   uint64_t keep = std::min<uint64_t>(data.size(), durable.size() + (z % (pages + 1)) * kPage);
   return ByteSpan(data.data(), keep);
 }

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
-#include "maintenance/status.h"
+#include "maintenance/store_status.h"
 
 namespace cairn::cli {
 namespace {

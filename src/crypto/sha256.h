@@ -1,6 +1,6 @@
 // SHA-256 over OpenSSL 3's EVP interface (SHA-NI where the CPU has it).
-// A chunk's id is the SHA-256 of its plaintext (keyed in a later format
-// revision for encrypted stores).
+// A plain chunk's id is the SHA-256 of its plaintext; an encrypted one's is
+// keyed (HMAC-SHA256 with the key's id key: crypto/crypt_config.h).
 //
 // Thread safety: Sha256() is pure; a Sha256Hasher is used by one thread.
 #pragma once

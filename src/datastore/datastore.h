@@ -2,7 +2,7 @@
 // reference it.
 //
 //   STORE/.cairn-datastore           marker + format version (JSON), written last by Init
-//   STORE/.chunks/XXXX/<id>          chunks (store/local_chunk_store.h)
+//   STORE/.chunks/XXX/<id>           chunks (store/local_chunk_store.h)
 //   STORE/[ns/A/]TYPE/ID/.lock       group lock, held by a running backup
 //   STORE/[ns/A/]TYPE/ID/TIME/       one snapshot:
 //       index.json.blob              manifest, written last: no manifest, no snapshot

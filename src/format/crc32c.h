@@ -1,10 +1,11 @@
 // CRC32C (Castagnoli), the checksum on every stored byte.
 //
-// Uses the SSE4.2 crc32 instruction (8 bytes per instruction, ~8 GB/s per
-// core: five times SHA-256's speed, so never the bottleneck) when the CPU
-// has it, a slicing-by-8 table otherwise. Debian 12
-// packages no CRC32C library for C++ (google/crc32c is not packaged), hence
-// this small implementation; see docs/ARCHITECTURE.md.
+// ISA-L's crc32_iscsi (libisal, Debian's libisal-dev), which picks its
+// fastest path at run time (PCLMULQDQ folding, AVX-512 where the CPU has
+// it): 20 GiB/s per core here against 11 for the three-chain SSE4.2
+// loop cairn had before (cairn-micro-bench at 3c0779a, BM_Crc32c against
+// BM_Crc32cIsal; docs/BENCHMARKS.md). A slicing-by-8 table stays as the
+// reference the tests compare it with.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -22,7 +23,7 @@ inline uint32_t Crc32c(ByteSpan data) { return Crc32cExtend(0, data); }
 
 // The portable implementation, exposed so tests can compare both paths.
 uint32_t Crc32cExtendPortable(uint32_t crc, ByteSpan data);
-// True when the hardware path is in use.
+// True when the CPU has SSE4.2 (ISA-L's fast paths need it and more).
 bool Crc32cHardwareAvailable();
 
 }  // namespace cairn::format

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/splitmix64.h"
 #include "blob/blob.h"
 
 namespace cairn::index {
@@ -17,17 +18,10 @@ namespace {
 // every cut point, and the chunks of earlier snapshots stop being reused.
 constexpr uint64_t kGearSeed = 0x63616972'6e676561;  // "cairngea"
 
-constexpr uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-  return z ^ (z >> 31);
-}
-
 constexpr std::array<uint64_t, 256> MakeGearTable() {
   std::array<uint64_t, 256> table{};
   uint64_t state = kGearSeed;
-  for (auto& g : table) g = SplitMix64(state);
+  for (auto& g : table) g = SplitMix64Next(state);
   return table;
 }
 

@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "base/text.h"
 #include "net/http_body.h"
 #include "net/tls.h"
 #include "net/tls_engine.h"
@@ -55,14 +56,6 @@ bool IsSafeToken(std::string_view s, bool allow_space) {
     if (u < 0x20 || u == 0x7f || (!allow_space && c == ' ')) return false;
   }
   return true;
-}
-
-std::string Lowercase(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
 }
 
 // One client context for the process: no CA vouches for a cairn server, so
@@ -397,7 +390,7 @@ Result<HttpResponse> HttpConnection::Impl::Send(std::string_view method, std::st
   HttpResponse response;
   response.status = static_cast<int>(parser.get().result_int());
   for (const auto& field : parser.get()) {
-    auto [it, inserted] = response.headers.emplace(Lowercase(std::string(field.name_string())),
+    auto [it, inserted] = response.headers.emplace(AsciiLower(std::string(field.name_string())),
                                                     std::string(field.value()));
     if (!inserted) it->second += ", " + std::string(field.value());
   }
@@ -533,23 +526,6 @@ Result<std::string> FetchServerFingerprint(const std::string& host, uint16_t por
   return fingerprint;
 }
 
-std::string UrlEncode(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '-' || c == '.' || c == '_' || c == '~';
-    if (unreserved) {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
-    }
-  }
-  return out;
-}
+std::string UrlEncode(std::string_view text) { return PercentEncode(text); }
 
 }  // namespace cairn::net

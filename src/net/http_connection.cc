@@ -1,6 +1,7 @@
 // One connection of net::HttpServer (http_server_impl.h has its life).
 #include <limits>
 
+#include "base/text.h"
 #include "net/http_server_impl.h"
 
 namespace cairn::net {
@@ -13,16 +14,8 @@ constexpr auto kMaxShutdownTime = std::chrono::milliseconds(5000);
 constexpr size_t kSpareBuffers = 4;
 constexpr size_t kMinSpareCapacity = ResponseWriter::StreamPieces::kSmallPiece;
 
-std::string Lowercase(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
 bool IsFramingHeader(std::string_view name) {
-  std::string lower = Lowercase(name);
+  std::string lower = AsciiLower(name);
   return lower == "content-length" || lower == "transfer-encoding";
 }
 
@@ -171,7 +164,7 @@ void Session::OnHeader(error_code ec) {
     return Reject(400, "malformed request target");
   }
   for (const auto& field : message) {
-    std::string name = Lowercase(std::string(field.name_string()));
+    std::string name = AsciiLower(std::string(field.name_string()));
     auto [it, inserted] = request_.headers.emplace(name, std::string(field.value()));
     if (!inserted) it->second += ", " + std::string(field.value());
   }

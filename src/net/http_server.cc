@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <boost/asio/ip/v6_only.hpp>
 #include <exception>
+#include <optional>
+
+#include "base/text.h"
 
 namespace cairn::net {
 namespace {
@@ -34,32 +37,11 @@ std::string EndpointString(const tcp::endpoint& ep) {
   return addr + ":" + std::to_string(ep.port());
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Percent-decodes `in`; false on a broken escape or a NUL byte.
-bool PercentDecode(std::string_view in, bool plus_is_space, std::string* out) {
-  out->clear();
-  out->reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    char c = in[i];
-    if (c == '%') {
-      if (i + 2 >= in.size()) return false;
-      int hi = HexValue(in[i + 1]);
-      int lo = HexValue(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      c = static_cast<char>(hi * 16 + lo);
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      c = ' ';
-    }
-    if (c == '\0') return false;
-    out->push_back(c);
-  }
+// Percent-decodes `in` into `out`; false on a broken escape or a NUL byte.
+bool PercentDecodeInto(std::string_view in, bool plus_is_space, std::string* out) {
+  std::optional<std::string> decoded = PercentDecode(in, plus_is_space);
+  if (!decoded) return false;
+  *out = std::move(*decoded);
   return true;
 }
 
@@ -439,7 +421,7 @@ bool DecodeRequestTarget(std::string_view target, std::string* path,
   query->clear();
   if (target.empty() || target.front() != '/') return false;
   size_t q = target.find('?');
-  if (!PercentDecode(target.substr(0, q), false, path)) return false;
+  if (!PercentDecodeInto(target.substr(0, q), false, path)) return false;
   if (q == std::string_view::npos) return true;
   std::string_view rest = target.substr(q + 1);
   std::string name, value;
@@ -450,8 +432,8 @@ bool DecodeRequestTarget(std::string_view target, std::string* path,
     if (pair.empty()) continue;
     size_t eq = pair.find('=');
     std::string_view raw_value = eq == std::string_view::npos ? "" : pair.substr(eq + 1);
-    if (!PercentDecode(pair.substr(0, eq), true, &name) ||
-        !PercentDecode(raw_value, true, &value)) {
+    if (!PercentDecodeInto(pair.substr(0, eq), true, &name) ||
+        !PercentDecodeInto(raw_value, true, &value)) {
       return false;
     }
     (*query)[name] = value;

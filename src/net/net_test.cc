@@ -632,13 +632,16 @@ TEST_F(HttpTest, ClosesIdleConnection) {
   auto conn = ConnectOrDie();
   ASSERT_TRUE(conn);
   ASSERT_TRUE(conn->Request("GET", "/echo").ok());
-  // The server closes the idle connection; the next request then fails
-  // as retryable (or, racing the close, still succeeds).
-  std::this_thread::sleep_for(600ms);
-  auto r = conn->Request("GET", "/echo");
-  if (!r.ok()) {
-    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_EQ(server_->stats().connections_open, 1u);
+  // The server closes the idle connection (well before this 5 s bound)...
+  for (int i = 0; i < 500 && server_->stats().connections_open != 0; ++i) {
+    std::this_thread::sleep_for(10ms);
   }
+  ASSERT_EQ(server_->stats().connections_open, 0u) << "the idle connection was not closed";
+  // ...so the next request on it fails, as retryable.
+  auto r = conn->Request("GET", "/echo");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
 }
 
 TEST_F(HttpTest, EnforcesMaxConnections) {

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <thread>
 
+#include "base/splitmix64.h"
 #include "blob/blob.h"
 #include "format/crc32c.h"
 #include "index/chunker.h"
@@ -35,12 +36,7 @@ namespace {
 class Rng {
  public:
   explicit Rng(uint64_t seed) {
-    for (auto& word : s_) {
-      uint64_t z = (seed += 0x9e3779b97f4a7c15ULL);
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-      word = z ^ (z >> 31);
-    }
+    for (auto& word : s_) word = SplitMix64Next(seed);
   }
   uint64_t Next() {
     const uint64_t result = Rotl(s_[1] * 5, 7) * 9;

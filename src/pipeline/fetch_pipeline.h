@@ -1,5 +1,5 @@
-// FetchPipeline: the one chunk pipeline behind restore and verify (and,
-// later, sync): work items 0..count-1 flow through
+// FetchPipeline: the one chunk pipeline behind restore, verify, sync and
+// the readahead of mount and NBD: work items 0..count-1 flow through
 //
 //   I/O stage   a pool of I/O threads keeps up to controller->limit() calls
 //               of fetch(i) in flight (blocking reads: a local file, a

@@ -2,26 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "base/text.h"
+
 namespace cairn::protocol {
 
-std::string UrlEncode(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '-' || c == '.' || c == '_' || c == '~';
-    if (unreserved) {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
-    }
-  }
-  return out;
-}
+std::string UrlEncode(std::string_view text) { return PercentEncode(text); }
 
 std::string QueryString(const std::vector<std::pair<std::string, std::string>>& params) {
   std::string out;

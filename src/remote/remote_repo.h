@@ -11,8 +11,8 @@
 // RemoteChunkSource set as the Datastore's source(). Nothing in the mirror
 // is trusted more than the server: every byte is checked as if read locally.
 //
-// Writes (backup, prune, forget, gc) are refused for now: they need the
-// server's backup session (docs/SERVER.md).
+// Backups write through the server's session (remote_backend.h); prune,
+// forget, gc and the rest run on the server, through its API (docs/SERVER.md).
 #pragma once
 
 #include <memory>

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <random>
 #include <stop_token>
 #include <thread>
@@ -21,17 +20,14 @@
 
 #include <fmt/format.h>
 
+#include "base/mutex.h"
+#include "base/text.h"
+
 namespace cairn::s3 {
 
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 std::string_view TrimSpace(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -71,7 +67,7 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   if (line.starts_with("HTTP/")) {
     call->response.headers.clear();  // a new response (after 100 Continue)
   } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
-    std::string name = Lower(TrimSpace(line.substr(0, colon)));
+    std::string name = AsciiLower(TrimSpace(line.substr(0, colon)));
     std::string_view value = TrimSpace(line.substr(colon + 1));
     if (name == "content-length" && call->request.method != "HEAD") {
       // One allocation for the body instead of doublings (bounded: the
@@ -190,7 +186,7 @@ class S3Client::Impl {
     call->done = std::move(done);
     call->started = Clock::now();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!stopping_) {
         incoming_.push_back(std::move(call));
       }
@@ -210,7 +206,7 @@ class S3Client::Impl {
   void Run(std::stop_token st) {
     while (!st.stop_requested()) {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         for (auto& c : incoming_) waiting_.push_back(std::move(c));
         incoming_.clear();
       }
@@ -278,7 +274,7 @@ class S3Client::Impl {
     // No "Expect: 100-continue" round trip; no form content type by default.
     list = curl_slist_append(list, "Expect:");
     bool has_type = std::any_of(r.headers.begin(), r.headers.end(),
-                                [](const auto& h) { return Lower(h.first) == "content-type"; });
+                                [](const auto& h) { return AsciiLower(h.first) == "content-type"; });
     if (!has_type) list = curl_slist_append(list, "Content-Type:");
     call->header_list = list;
 
@@ -382,7 +378,7 @@ class S3Client::Impl {
 
   void CancelAll() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
       for (auto& c : incoming_) waiting_.push_back(std::move(c));
       incoming_.clear();
@@ -406,9 +402,9 @@ class S3Client::Impl {
   const Endpoint endpoint_;
   CURLM* multi_ = nullptr;
 
-  std::mutex mu_;
-  std::vector<std::unique_ptr<PendingCall>> incoming_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                               // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<std::unique_ptr<PendingCall>> incoming_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
 
   // The I/O thread's own state.
   std::deque<std::unique_ptr<PendingCall>> waiting_;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "base/text.h"
+
 namespace cairn::s3 {
 namespace {
 
@@ -34,9 +36,7 @@ Result<Endpoint> ParseEndpoint(std::string_view url) {
   if (sep == std::string_view::npos) {
     return InvalidArgumentError(fmt::format("S3 endpoint '{}': expected http://HOST[:PORT] or https://HOST[:PORT]", url));
   }
-  ep.scheme = std::string(url.substr(0, sep));
-  std::transform(ep.scheme.begin(), ep.scheme.end(), ep.scheme.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  ep.scheme = AsciiLower(url.substr(0, sep));
   if (ep.scheme != "http" && ep.scheme != "https") {
     return InvalidArgumentError(fmt::format("S3 endpoint '{}': scheme must be http or https", url));
   }

@@ -6,25 +6,15 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <iterator>
 
 #include <fmt/format.h>
 
+#include "base/text.h"
+
 namespace cairn::s3 {
 namespace {
-
-bool IsUnreserved(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '-' || c == '_' || c == '.' || c == '~';
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // Trims both ends and folds inner runs of spaces/tabs to one space.
 std::string TrimValue(std::string_view v) {
@@ -45,7 +35,7 @@ std::string TrimValue(std::string_view v) {
 Pairs CanonicalHeaders(const Pairs& headers) {
   Pairs out;
   out.reserve(headers.size());
-  for (const auto& [name, value] : headers) out.emplace_back(Lower(name), TrimValue(value));
+  for (const auto& [name, value] : headers) out.emplace_back(AsciiLower(name), TrimValue(value));
   std::stable_sort(out.begin(), out.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   // Repeated names are joined with ',' as the spec says (S3 requests here
@@ -65,20 +55,7 @@ Pairs CanonicalHeaders(const Pairs& headers) {
 }  // namespace
 
 std::string UriEncode(std::string_view text, bool keep_slash) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (char ch : text) {
-    auto c = static_cast<unsigned char>(ch);
-    if (IsUnreserved(c) || (keep_slash && c == '/')) {
-      out.push_back(ch);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
+  return PercentEncode(text, keep_slash);
 }
 
 std::string CanonicalUri(std::string_view path) {

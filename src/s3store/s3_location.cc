@@ -5,32 +5,15 @@
 #include <algorithm>
 #include <optional>
 
+#include "base/text.h"
+
 namespace cairn::s3store {
 namespace {
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-Result<std::string> PercentDecode(std::string_view s, std::string_view url) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    int hi = i + 2 < s.size() ? HexValue(s[i + 1]) : -1;
-    int lo = i + 2 < s.size() ? HexValue(s[i + 2]) : -1;
-    if (hi < 0 || lo < 0) {
-      return InvalidArgumentError(fmt::format("{}: bad percent-encoding in '{}'", url, s));
-    }
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
+Result<std::string> DecodePart(std::string_view s, std::string_view url) {
+  std::optional<std::string> out = PercentDecode(s);
+  if (!out) return InvalidArgumentError(fmt::format("{}: bad percent-encoding in '{}'", url, s));
+  return std::move(*out);
 }
 
 // S3's rules for a bucket name that works everywhere (and in a host name).
@@ -80,7 +63,7 @@ Result<S3Location> ParseS3Url(std::string_view url, const s3::GetEnvFn& getenv) 
   std::string_view prefix = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
   while (prefix.ends_with('/')) prefix.remove_suffix(1);
   if (!prefix.empty()) {
-    CAIRN_ASSIGN_OR_RETURN(loc.prefix, PercentDecode(prefix, url));
+    CAIRN_ASSIGN_OR_RETURN(loc.prefix, DecodePart(prefix, url));
     size_t start = 0;
     while (start <= loc.prefix.size()) {
       size_t end = std::min(loc.prefix.find('/', start), loc.prefix.size());
@@ -103,7 +86,7 @@ Result<S3Location> ParseS3Url(std::string_view url, const s3::GetEnvFn& getenv) 
     size_t eq = pair.find('=');
     std::string_view name = pair.substr(0, eq);
     CAIRN_ASSIGN_OR_RETURN(std::string value,
-                           PercentDecode(eq == std::string_view::npos ? "" : pair.substr(eq + 1), url));
+                           DecodePart(eq == std::string_view::npos ? "" : pair.substr(eq + 1), url));
     if (name == "endpoint") {
       endpoint = value;
     } else if (name == "region") {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 
 #include "maintenance/prune.h"
-#include "maintenance/status.h"
+#include "maintenance/store_status.h"
 #include "server/api_request.h"
 
 namespace cairn::server {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "base/splitmix64.h"
 #include "crypto/sha256.h"
 
 namespace cairn::server {
@@ -34,13 +35,7 @@ class SeededDigestHash {
 
  private:
   // splitmix64's finalizer: every input bit reaches every output bit.
-  static uint64_t Mix(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-  }
+  static uint64_t Mix(uint64_t x) { return SplitMix64Mix(x); }
   std::array<uint64_t, 5> seed_;
 };
 

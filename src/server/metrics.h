@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "datastore/datastore.h"
-#include "maintenance/status.h"
+#include "maintenance/store_status.h"
 #include "net/http_server.h"
 #include "server/tasks.h"
 #include "verify/coverage.h"

@@ -25,6 +25,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "base/mutex.h"
 #include "base/unique_fd.h"
 #include "crypto/crypt_config.h"
 #include "crypto/sha256.h"
@@ -310,13 +311,12 @@ class TokenStore::Impl {
   }
 
   Status Load() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return RefreshLocked();
   }
 
   // Re-reads the file when it changed since the last read.
-  // REQUIRES: mu_ held.
-  Status RefreshLocked() const {
+  Status RefreshLocked() const REQUIRES(mu_) {
     CAIRN_ASSIGN_OR_RETURN(FileStamp now, StatFile(path_));
     if (loaded_ && now == stamp_) return Status::Ok();
     if (!now.exists) {
@@ -365,7 +365,7 @@ class TokenStore::Impl {
       return InvalidArgumentError(fmt::format(
           "bad store '{}': a datastore name (1 to 64 of A-Z a-z 0-9 . _ -) or '*' for all", store));
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     CAIRN_ASSIGN_OR_RETURN(LockGuard file_lock, LockGuard::Acquire(lock_path_));
     CAIRN_RETURN_IF_ERROR(RefreshLocked());
     if (entries_.count(name) != 0) {
@@ -382,7 +382,7 @@ class TokenStore::Impl {
   }
 
   Status Revoke(const std::string& name) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     CAIRN_ASSIGN_OR_RETURN(LockGuard file_lock, LockGuard::Acquire(lock_path_));
     CAIRN_RETURN_IF_ERROR(RefreshLocked());
     if (entries_.count(name) == 0) {
@@ -394,7 +394,7 @@ class TokenStore::Impl {
   }
 
   std::vector<Token> List() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // On a failed re-read the last good list is shown; Authenticate, which
     // decides access, fails closed instead.
     RefreshLocked().IgnoreError();
@@ -418,7 +418,7 @@ class TokenStore::Impl {
     const crypto::Digest presented = crypto::Sha256(secret);
     secret.fill(0);
 
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (Status s = RefreshLocked(); !s.ok()) {  // fail closed: a revoked token must not pass
       if (why != nullptr) *why = std::string(s.message());
       return s;
@@ -443,8 +443,8 @@ class TokenStore::Impl {
   }
 
  private:
-  // REQUIRES: mu_ and the file lock held.
-  Status Commit(std::map<std::string, Entry> entries) {
+  // REQUIRES: the file lock held.
+  Status Commit(std::map<std::string, Entry> entries) REQUIRES(mu_) {
     CAIRN_ASSIGN_OR_RETURN(FileStamp stamp, WriteAtomic(state_dir_, path_, Serialize(entries)));
     entries_ = std::move(entries);
     stamp_ = stamp;
@@ -457,10 +457,10 @@ class TokenStore::Impl {
   const std::string lock_path_;
   crypto::Digest dummy_hash_{};
 
-  mutable std::mutex mu_;
-  mutable std::map<std::string, Entry> entries_;  // GUARDED_BY(mu_)
-  mutable FileStamp stamp_;                       // GUARDED_BY(mu_)
-  mutable bool loaded_ = false;                   // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  mutable std::map<std::string, Entry> entries_ GUARDED_BY(mu_);
+  mutable FileStamp stamp_ GUARDED_BY(mu_);
+  mutable bool loaded_ GUARDED_BY(mu_) = false;
 };
 
 TokenStore::TokenStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

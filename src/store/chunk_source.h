@@ -1,8 +1,8 @@
 // ChunkSource and ChunkSink: the seam between the flows (backup, restore,
-// verify) and where chunks live. The local chunk store implements both; a
-// remote server, an object store and test wrappers (injected latency and
-// faults) implement the same interfaces later, and the pipelines never know
-// which one they talk to.
+// verify) and where chunks live. The local and the object store implement
+// both; a server (remote/: RemoteChunkSource, a backup's RemoteChunkSink)
+// and test wrappers (injected latency, faults) one each, and the pipelines
+// never know which one they talk to.
 //
 // A source returns the *stored* bytes (a blob); checking and decoding them
 // is the caller's CPU stage, so I/O and CPU work can run on separate stages.

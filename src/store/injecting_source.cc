@@ -7,15 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "base/splitmix64.h"
+
 namespace cairn::store {
 namespace {
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+uint64_t SplitMix64(uint64_t x) { return SplitMix64Mix(x + kSplitMix64Gamma); }
 
 Result<double> ParseMillis(std::string_view text, std::string_view whole) {
   double v = 0;

@@ -1,4 +1,4 @@
-#include "maintenance/status.h"
+#include "maintenance/store_status.h"
 
 #include <sys/statvfs.h>
 

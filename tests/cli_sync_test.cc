@@ -395,5 +395,101 @@ TEST_F(ServerSyncTest, PullAndPushThroughTheServer) {
   EXPECT_EQ(ParseJson(r.out).size(), 3u) << r.out;  // the two pulled and the one backed up
 }
 
+// --remove-vanished towards a server: the marker travels in the backup
+// session, the server lists it, and the forget goes through the server's
+// route, which checks the token's rights and the protection.
+TEST_F(ServerSyncTest, RemoveVanishedForgetsOnTheServerWithItsRights) {
+  const std::string other_url = "https://127.0.0.1:" + std::to_string(server_->port()) + "/other";
+  Backup("vm/100", 3, {"disk0.img=" + image_}, false);
+  ASSERT_EQ(OnStore("protect", {Snap("vm/100", 2)}).exit_code, 0);
+  RunOptions admin;
+  admin.env = ClientEnv(Token("admin2", "other", "admin"));
+  auto sync = [&](const RunOptions& as, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"sync", "--from", store(), "--to", other_url, "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Cairn(args, as);
+  };
+  RunResult r = sync(admin, {"--keep-protected"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["copied"], 3u) << r.out;
+  for (int t = 1; t <= 3; ++t) {
+    EXPECT_TRUE(Exists(SnapshotDir(OtherStore(), Snap("vm/100", t)) + "/.sync-source")) << t;
+  }
+  EXPECT_TRUE(Exists(SnapshotDir(OtherStore(), Snap("vm/100", 2)) + "/.protected"));
+  // A snapshot made on the server's store itself, not by sync.
+  ASSERT_EQ(Cairn({"backup", "-r", OtherStore(), "--id", "vm/100", "--time", SnapTime(9),
+                   "disk0.img=" + image_})
+                .exit_code,
+            0);
+  ASSERT_EQ(OnStore("unprotect", {Snap("vm/100", 2)}).exit_code, 0);
+  for (int t = 1; t <= 2; ++t) ASSERT_EQ(OnStore("forget", {Snap("vm/100", t)}).exit_code, 0);
+
+  // A token without the right to forget (verify): refused, clearly, and nothing goes.
+  RunOptions checker;
+  checker.env = ClientEnv(Token("checker", "other", "verify"));
+  r = sync(checker, {"--remove-vanished"});
+  EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+  EXPECT_NE(r.err.find("checker"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("forget"), std::string::npos) << r.err;
+  EXPECT_TRUE(Exists(SnapshotDir(OtherStore(), Snap("vm/100", 1))));
+
+  r = sync(admin, {"--remove-vanished", "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["removed"], 1u) << r.out;
+  EXPECT_TRUE(Exists(SnapshotDir(OtherStore(), Snap("vm/100", 1))));
+  r = sync(admin, {"--remove-vanished"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["removed"], 1u) << r.out;
+  // 1 went; 2 is protected on the server, 3 is on SRC, 9 was not made by sync.
+  r = Cairn({"snapshots", "-r", OtherStore(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::vector<std::string> left;
+  for (const auto& s : ParseJson(r.out)) left.push_back(s.value("snapshot", ""));
+  EXPECT_EQ(left, (std::vector<std::string>{Snap("vm/100", 2), Snap("vm/100", 3),
+                                            Snap("vm/100", 9)}));
+}
+
+// --resync-corrupt towards a server: the chunks of a snapshot its verify
+// marked bad go again through a repair session; the server stores a proved
+// upload where verify quarantined the damaged copy.
+TEST_F(ServerSyncTest, ResyncCorruptHealsAChunkOnTheServer) {
+  const std::string other_url = "https://127.0.0.1:" + std::to_string(server_->port()) + "/other";
+  RunOptions pusher;
+  pusher.env = ClientEnv(Token("pusher", "other", "backup"));
+  auto sync = [&](const RunOptions& as, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"sync", "--from", store(), "--to", other_url, "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Cairn(args, as);
+  };
+  RunResult r = sync(pusher, {});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  auto digests = IndexDigests(SnapshotDir(OtherStore(), Snap("vm/100", 2)) + "/disk0.img.fidx");
+  ASSERT_FALSE(digests.empty());
+  std::string bad = ChunkFiles(OtherStore())[digests[0]];
+  FlipBit(bad, FileSize(bad) / 2, 3);
+  EXPECT_EQ(Cairn({"verify", "-r", OtherStore()}).exit_code, kExitCorruption);
+
+  r = sync(pusher, {});  // without the option: present, nothing sent
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out)["chunks_copied"], 0u) << r.out;
+  // A token that may not upload (verify) may not repair: refused, naming it.
+  RunOptions checker;
+  checker.env = ClientEnv(Token("checker", "other", "verify"));
+  r = sync(checker, {"--resync-corrupt"});
+  EXPECT_EQ(r.exit_code, kExitFailure) << r.Describe();
+  EXPECT_NE(r.err.find("checker"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("resync of"), std::string::npos) << r.err;
+
+  r = sync(pusher, {"--resync-corrupt"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  nlohmann::json j = ParseJson(r.out);
+  EXPECT_GE(j["resynced"].get<int>(), 1) << r.out;  // every snapshot holding the chunk
+  r = Cairn({"verify", "-r", OtherStore()});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  r = Cairn({"restore", "-r", OtherStore(), Snap("vm/100", 2), "disk0.img", Path("healed.img")});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(CompareFiles(image_, Path("healed.img")), "");
+}
+
 }  // namespace
 }  // namespace cairn::cli_test

@@ -14,6 +14,7 @@
 #include "base/rate_limiter.h"
 #include "cli/cmd_sync.h"
 #include "cli/progress_bar.h"
+#include "remote/remote_backend.h"
 #include "sync/sync.h"
 
 namespace cairn::cli {
@@ -168,6 +169,18 @@ void Run(Context& ctx, const SyncArgs& args) {
       }
       return Status::Ok();
     };
+    // The server's forget route: it checks the token's rights and the
+    // protection, as for `cairn forget -r https://…`.
+    if (auto* server = dynamic_cast<remote::RemoteStoreBackend*>((*dst)->remote())) {
+      options.begin_repair_on_server = [server](const datastore::SnapshotRef& snap) {
+        return server->BeginRepair(snap);
+      };
+    }
+    options.forget_on_server = [to](const datastore::SnapshotRef& snap) -> Status {
+      std::string query =
+          remote::QueryString({{"ns", snap.group.ns}, {"snapshot", snap.ToString()}});
+      return CallStore(*to, "DELETE", "snapshot" + query).status();
+    };
   }
   std::unique_ptr<store::ChunkSource> injected;
   auto source = MaybeInject(args.bench.inject_latency, (*src)->source(), &injected);
@@ -229,10 +242,11 @@ void RegisterSync(CLI::App& app, Context& ctx) {
                 "protect on the destination what is protected on the source");
   cmd->add_flag("--remove-vanished", args->remove_vanished,
                 "forget snapshots that sync copied from this source and the source no longer "
-                "has (never protected ones)");
+                "has (never protected ones; towards a server: an admin token)");
   cmd->add_flag("--resync-corrupt", args->resync_corrupt,
                 "for snapshots the destination has whose last verify there failed, copy again "
-                "every chunk it lacks (verify quarantined the bad ones)");
+                "every chunk it lacks (verify quarantined the bad ones; a server gets every "
+                "chunk of the snapshot in a repair session)");
   cmd->add_flag("--dry-run", args->dry_run, "say what would be copied and removed, change nothing");
   cmd->add_option("--limit-rate", args->limit_rate,
                   "chunk bytes read from the source per second, like 20M (bytes, K, M, G)");

@@ -61,20 +61,25 @@ Status StatusForHttp(int http_status, std::string message) {
 }
 
 std::string Encode(const BackupStart& m) {
-  return Dump(json{{"ns", m.ns}, {"type", m.type}, {"id", m.id}, {"time", m.time}});
+  json j{{"ns", m.ns}, {"type", m.type}, {"id", m.id}, {"time", m.time}};
+  if (m.repair) j["repair"] = true;
+  return Dump(j);
 }
 
 Result<BackupStart> DecodeBackupStart(ByteSpan body) {
   json j = Parse(body);
   if (!j.is_object() || !j["type"].is_string() || !j["id"].is_string() || !j["time"].is_string() ||
-      (j.contains("ns") && !j["ns"].is_string())) {
-    return InvalidArgumentError("the body must be {\"ns\", \"type\", \"id\", \"time\"}");
+      (j.contains("ns") && !j["ns"].is_string()) ||
+      (j.contains("repair") && !j["repair"].is_boolean())) {
+    return InvalidArgumentError(
+        "the body must be {\"ns\", \"type\", \"id\", \"time\"[, \"repair\": bool]}");
   }
   BackupStart m;
   m.ns = j.value("ns", "");
   m.type = j["type"].get<std::string>();
   m.id = j["id"].get<std::string>();
   m.time = j["time"].get<std::string>();
+  m.repair = j.value("repair", false);
   return m;
 }
 

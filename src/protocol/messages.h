@@ -41,6 +41,9 @@ struct BackupStart {
   std::string type;
   std::string id;
   std::string time;  // RFC 3339
+  // A repair session (`cairn sync --resync-corrupt`): chunks only, for the
+  // existing snapshot `time`, which stays as it is (server/backup_session.h).
+  bool repair = false;
 };
 std::string Encode(const BackupStart& m);
 Result<BackupStart> DecodeBackupStart(ByteSpan body);

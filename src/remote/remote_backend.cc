@@ -188,7 +188,18 @@ RemoteStoreBackend::RemoteStoreBackend(std::shared_ptr<RemoteClient> client)
 
 Result<std::unique_ptr<datastore::SnapshotTarget>> RemoteStoreBackend::BeginSnapshot(
     const datastore::SnapshotRef& snap) {
-  protocol::BackupStart start{snap.group.ns, snap.group.type, snap.group.id, snap.TimeString()};
+  return Begin(snap, false);
+}
+
+Result<std::unique_ptr<datastore::SnapshotTarget>> RemoteStoreBackend::BeginRepair(
+    const datastore::SnapshotRef& snap) {
+  return Begin(snap, true);
+}
+
+Result<std::unique_ptr<datastore::SnapshotTarget>> RemoteStoreBackend::Begin(
+    const datastore::SnapshotRef& snap, bool repair) {
+  protocol::BackupStart start{snap.group.ns, snap.group.type, snap.group.id, snap.TimeString(),
+                              repair};
   std::string text = protocol::Encode(start);
   CAIRN_ASSIGN_OR_RETURN(Bytes answer, client_->Call("POST", client_->StorePath("/backup"),
                                                      AsBytes(text)));

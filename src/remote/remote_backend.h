@@ -100,8 +100,18 @@ class RemoteStoreBackend : public datastore::RemoteBackend {
   store::ChunkSink& Sink() override { return sink_; }
   Result<std::unique_ptr<datastore::SnapshotTarget>> BeginSnapshot(
       const datastore::SnapshotRef& snap) override;
+  // A repair session for the existing snapshot `snap` (server/
+  // backup_session.h): chunks inserted into Sink() while the target lives
+  // are uploaded under the server's rules; nothing else of the snapshot
+  // changes (WriteFile and Commit are refused). Destroying the target
+  // ends the session; Sink().Flush() first reports what the uploads gave.
+  Result<std::unique_ptr<datastore::SnapshotTarget>> BeginRepair(
+      const datastore::SnapshotRef& snap);
 
  private:
+  Result<std::unique_ptr<datastore::SnapshotTarget>> Begin(const datastore::SnapshotRef& snap,
+                                                           bool repair);
+
   std::shared_ptr<RemoteClient> client_;
   RemoteChunkSource source_;
   RemoteChunkSink sink_;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "datastore/sync_marker.h"
 #include "index/manifest.h"
 #include "maintenance/prune.h"
 #include "remote/remote_backend.h"
@@ -219,6 +220,17 @@ Status MirrorSideFiles(Env& env, const std::string& dir, const json& entry) {
     if (old.ok()) CAIRN_RETURN_IF_ERROR(env.RemoveFile(notes_path));
   } else if (!old.ok() || AsStringView(*old) != notes) {
     CAIRN_RETURN_IF_ERROR(WriteFileReplacing(env, notes_path, AsBytes(notes)));
+  }
+  // The sync marker, as the source it names (sync's --remove-vanished).
+  const std::string sync_path = JoinPath(dir, datastore::kSyncMarkerFileName);
+  if (entry.contains("sync_source") && entry["sync_source"].is_string()) {
+    const std::string text = json{{"source", entry["sync_source"]}}.dump() + "\n";
+    auto had = ReadWholeFile(env, sync_path, datastore::kMaxSyncMarkerBytes);
+    if (!had.ok() || AsStringView(*had) != text) {
+      CAIRN_RETURN_IF_ERROR(WriteFileReplacing(env, sync_path, AsBytes(text)));
+    }
+  } else if (env.Stat(sync_path).ok()) {
+    CAIRN_RETURN_IF_ERROR(env.RemoveFile(sync_path));
   }
   return Status::Ok();
 }

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "datastore/sync_marker.h"
 #include "index/dynamic_index.h"
 #include "index/fixed_index.h"
 #include "index/manifest.h"
@@ -340,6 +341,15 @@ void Request::ListSnapshots() {
     if (is_protected.ok() && *is_protected) entry["protected"] = true;
     auto notes = maintenance::ReadNotes(*store_, snap);
     if (notes.ok() && !notes->empty()) entry["notes"] = *notes;
+    // Which source `cairn sync` copied it from (its --remove-vanished).
+    auto marker = ReadWholeFile(api_.env, JoinPath(dir, datastore::kSyncMarkerFileName),
+                                datastore::kMaxSyncMarkerBytes);
+    if (marker.ok()) {
+      auto j = json::parse(AsStringView(*marker), nullptr, false);
+      if (j.is_object() && j.contains("source") && j["source"].is_string()) {
+        entry["sync_source"] = j["source"];
+      }
+    }
     list.push_back(std::move(entry));
   }
   SendJson(200, json{{"store", store_name_}, {"snapshots", std::move(list)}});

@@ -254,7 +254,7 @@ void Request::Backup(const protocol::Route& route) {
     datastore::SnapshotRef snap{spec->group, spec->time};
     auto id =
         api_.sessions.Begin(token_.name, store_name_, *store_, snap, token_.role == Role::kBackup,
-                            req_.connection);
+                            req_.connection, start->repair);
     if (!id.ok()) {
       // A quota of the token (sessions, groups): 429, not "disk full".
       const int status =

@@ -7,6 +7,7 @@
 
 #include "blob/blob.h"
 #include "crypto/crypt_config.h"
+#include "datastore/sync_marker.h"
 #include "format/coding.h"
 #include "index/dynamic_index.h"
 #include "index/fixed_index.h"
@@ -21,6 +22,9 @@ bool IsArchiveFileName(std::string_view name) {
   return IsSnapshotFileName(name) && name != index::kManifestFileName &&
          name != datastore::kVerifyStateFileName;
 }
+
+constexpr char kRepairTakesChunksOnly[] =
+    "a repair session takes chunks only (no base, file or finish); DELETE ends it";
 
 std::string NewSessionId() {
   std::array<uint8_t, 16> raw{};
@@ -190,7 +194,7 @@ Status SessionRegistry::CheckQuota(const std::string& token, const std::string& 
 Result<std::string> SessionRegistry::Begin(const std::string& token, const std::string& store_name,
                                            const datastore::Datastore& store,
                                            const datastore::SnapshotRef& snap, bool check_owner,
-                                           uint64_t connection) {
+                                           uint64_t connection, bool repair) {
   auto session = std::make_shared<BackupSession>();
   session->id = NewSessionId();
   session->token = token;
@@ -213,8 +217,14 @@ Result<std::string> SessionRegistry::Begin(const std::string& token, const std::
     Attach(*session, connection);
     sessions_.emplace(session->id, session);
   }
-  const std::string holder = ReleaseOrphanOf(store_name, snap, session->id, token);
-  auto claims = OpenTarget(*session, store, check_owner);
+  // A repair session writes no snapshot: it waits for no other session.
+  const std::string holder =
+      repair ? std::string() : ReleaseOrphanOf(store_name, snap, session->id, token);
+  auto claims = [&]() -> Result<bool> {
+    if (!repair) return OpenTarget(*session, store, check_owner);
+    CAIRN_RETURN_IF_ERROR(OpenRepair(*session, store, check_owner));
+    return false;  // claims no group
+  }();
   {
     std::lock_guard lock(mu_);
     if (!claims.ok()) {
@@ -227,8 +237,8 @@ Result<std::string> SessionRegistry::Begin(const std::string& token, const std::
     session->claims_group = *claims;
     session->started = true;
   }
-  logger_.Info("backup session {} of {}: {} in datastore '{}'", session->id, token,
-               snap.ToString(), store_name);
+  logger_.Info("{} session {} of {}: {} in datastore '{}'", repair ? "repair" : "backup",
+               session->id, token, snap.ToString(), store_name);
   return session->id;
 }
 
@@ -319,6 +329,31 @@ Result<bool> SessionRegistry::OpenTarget(BackupSession& s, const datastore::Data
   return owner.empty();
 }
 
+Status SessionRegistry::OpenRepair(BackupSession& s, const datastore::Datastore& store,
+                                  bool check_owner) {
+  // Shared, as a restore holds it: a forget waits until the repair ends.
+  CAIRN_ASSIGN_OR_RETURN(auto lock, store.LockSnapshotShared(s.snap));
+  if (!store.env().Stat(JoinPath(store.SnapshotDir(s.snap), index::kManifestFileName)).ok()) {
+    return NotFoundError(fmt::format("snapshot {} not found in the datastore: a repair session "
+                                     "uploads chunks of an existing snapshot",
+                                     s.snap.ToString()));
+  }
+  if (check_owner) {
+    std::string owner = ReadGroupOwner(store.env(), store.GroupDir(s.snap.group));
+    if (owner != s.token) {
+      return PermissionDeniedError(fmt::format(
+          "token '{}' does not own group {}: only its owner or an admin token may repair it",
+          s.token, s.snap.group.ToString()));
+    }
+  }
+  CAIRN_ASSIGN_OR_RETURN(auto writer, store.RegisterWriter());
+  std::lock_guard guard(s.mu);
+  s.repair = true;
+  s.repair_lock = std::move(lock);
+  s.writer = std::move(writer);
+  return Status::Ok();
+}
+
 Result<std::shared_ptr<BackupSession>> SessionRegistry::Find(const std::string& id,
                                                              const std::string& token,
                                                              const std::string& store_name,
@@ -345,6 +380,7 @@ Status SessionRegistry::UseBase(BackupSession& s, const std::string& time) {
   datastore::SnapshotRef base{s.snap.group, spec.time};
   const datastore::Datastore& store = *s.store;
   std::lock_guard lock(s.mu);
+  if (s.repair) return FailedPreconditionError(kRepairTakesChunksOnly);
   if (s.has_base) return FailedPreconditionError("the session's base is already set");
   CAIRN_ASSIGN_OR_RETURN(s.base_lock, store.LockSnapshotShared(base));
   CAIRN_ASSIGN_OR_RETURN(index::Manifest manifest, store.ReadManifest(base));
@@ -364,11 +400,27 @@ Status SessionRegistry::UseBase(BackupSession& s, const std::string& time) {
 }
 
 Status SessionRegistry::PutFile(BackupSession& s, const std::string& name, ByteSpan data) {
+  if (name == datastore::kSyncMarkerFileName) {
+    // `cairn sync`'s marker (docs/FORMAT.md): small JSON naming the source.
+    // It grants nothing: a forget by --remove-vanished is checked as any
+    // forget. Not an archive file, so the manifest does not list it.
+    auto j = nlohmann::json::parse(AsStringView(data), nullptr, false);
+    if (data.size() > datastore::kMaxSyncMarkerBytes || !j.is_object() ||
+        !j.contains("source") || !j["source"].is_string()) {
+      return InvalidArgumentError(fmt::format(
+          "{}: must be a JSON object with a string \"source\", at most {} bytes", name,
+          datastore::kMaxSyncMarkerBytes));
+    }
+    std::lock_guard lock(s.mu);
+    if (s.repair) return FailedPreconditionError(kRepairTakesChunksOnly);
+    return s.target->WriteFile(name, data);
+  }
   if (!IsArchiveFileName(name)) {
     return InvalidArgumentError(fmt::format("'{}' is not the name of an archive file", name));
   }
   BackupSession::FileSum sum;
   std::lock_guard lock(s.mu);
+  if (s.repair) return FailedPreconditionError(kRepairTakesChunksOnly);
   if (s.files.contains(name)) {
     return AlreadyExistsError(fmt::format("{} was already uploaded in this session", name));
   }
@@ -473,6 +525,7 @@ Result<datastore::SnapshotRef> SessionRegistry::Finish(const std::string& id, By
     sessions_.erase(it);
   }
   std::lock_guard lock(s->mu);
+  if (s->repair) return FailedPreconditionError(kRepairTakesChunksOnly);
   auto manifest = index::DecodeManifest(stored);
   if (!manifest.ok()) {
     return InvalidArgumentError(fmt::format("manifest: {}", manifest.status().message()));
@@ -504,8 +557,8 @@ void SessionRegistry::Abort(const std::string& id) {
     s = std::move(it->second);
     sessions_.erase(it);
   }
-  logger_.Info("backup session {} of {}: {} aborted by the client", id, s->token,
-               s->snap.ToString());
+  logger_.Info("{} session {} of {}: {} {} by the client", s->repair ? "repair" : "backup", id,
+               s->token, s->snap.ToString(), s->repair ? "ended" : "aborted");
 }
 
 std::vector<ChunkMode> SessionRegistry::ReadableModes(const std::string& token,

@@ -9,6 +9,14 @@
 //   finish  POST   …/backup/ID/finish  the encoded manifest (index.json.blob)
 //   abort   DELETE …/backup/ID
 //
+// A repair session (begin with "repair": true, `cairn sync --resync-corrupt`)
+// names an existing snapshot and takes chunks only (no base, file or
+// finish; DELETE ends it): the chunks a verify found bad, uploaded again
+// under the same rules, so a proved plain upload replaces a damaged copy and
+// an encrypted one only fills a gap. It takes the token's rights for a
+// backup of that group (a backup token: its own group), holds the snapshot
+// shared, and changes nothing else of it.
+//
 // The rules, as in PBS, against a client that may be hostile (one host of
 // many, compromised):
 //   - References: an index the session uploads may list only chunks of its
@@ -119,9 +127,12 @@ class SessionRegistry {
   // An orphaned session of the same group is aborted first (its lock is
   // stale); a live one makes this Begin fail with Aborted, saying which
   // session holds the group and since when it sent nothing.
+  // `repair`: a repair session of the existing snapshot `snap` (above):
+  // NotFound when it does not exist; with `check_owner`, the group must be
+  // the token's. It waits for no other session of the group.
   Result<std::string> Begin(const std::string& token, const std::string& store_name,
                             const datastore::Datastore& store, const datastore::SnapshotRef& snap,
-                            bool check_owner, uint64_t connection = 0);
+                            bool check_owner, uint64_t connection = 0, bool repair = false);
 
   // The session `id` of `token` in `store_name`: NotFound otherwise (also
   // for another token's session, so ids cannot be probed).
@@ -172,6 +183,8 @@ class SessionRegistry {
   // session's caps (OutOfRange past either).
   Status Charge(BackupSession& s, uint64_t raw_size, uint64_t* request_decoded);
   Result<bool> OpenTarget(BackupSession& s, const datastore::Datastore& store, bool check_owner);
+  // A repair session's part of Begin: the snapshot, its owner, its locks.
+  Status OpenRepair(BackupSession& s, const datastore::Datastore& store, bool check_owner);
   Status CheckQuota(const std::string& token, const std::string& store_name,
                     const datastore::Datastore& store, bool new_group);
 

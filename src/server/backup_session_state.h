@@ -29,6 +29,8 @@ class BackupSession {
   bool started = false;
   // The group had no owner at Begin: the token becomes its owner at finish.
   bool claims_group = false;
+  // A repair session: chunks only, for an existing snapshot (no target).
+  bool repair = false;
   std::chrono::steady_clock::time_point last_used;
   // The open connections its requests came on, and since when it has none
   // because the client closed the last one (its process died, or it cut
@@ -39,6 +41,10 @@ class BackupSession {
   std::mutex mu;  // guards the members below
   std::unique_ptr<datastore::LocalSnapshotTarget> target;
   std::unique_ptr<FileLock> base_lock;
+  // A repair session's: the snapshot's shared lock (a forget waits) and its
+  // writer registration (gc keeps what it uploads meanwhile).
+  std::unique_ptr<FileLock> repair_lock;
+  std::unique_ptr<FileLock> writer;
   bool has_base = false;
   ChunkMode base_mode;                  // how the base's chunks must be stored to be read
   DigestSet base;                       // the base's chunks: referenced, and read (in base_mode)

@@ -404,5 +404,25 @@ TEST_F(BackupSessionTest, AnAbortedSessionClaimsNoGroupAndQuotasHold) {
   r.Abort(two);
 }
 
+// A repair session (sync --resync-corrupt): an existing snapshot of the
+// token's group only, chunks only; the snapshot stays as it is.
+TEST_F(BackupSessionTest, ARepairSessionTakesChunksOfAnExistingSnapshotOnly) {
+  SessionRegistry r(*logger_, std::chrono::seconds(60));
+  Chunk a = MakeChunk('a');
+  CAIRN_ASSERT_OK(BackUp(r, {group_, kT0}, {a}, {a.id}));
+  EXPECT_EQ(CodeOf(r.Begin("bk", "main", *store_, {group_, kT0 + 1}, true, 0, true)),
+            StatusCode::kNotFound);
+  EXPECT_EQ(CodeOf(r.Begin("other", "main", *store_, {group_, kT0}, true, 0, true)),
+            StatusCode::kPermissionDenied);
+  auto id = r.Begin("bk", "main", *store_, {group_, kT0}, true, 0, true);
+  CAIRN_ASSERT_OK(id.status());
+  auto s = Find(r, *id);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(r.PutFile(*s, "disk0.img.fidx", ByteSpan()).code(), StatusCode::kFailedPrecondition);
+  s.reset();
+  EXPECT_EQ(CodeOf(r.Finish(*id, ByteSpan())), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Listed(group_), 1u);
+}
+
 }  // namespace
 }  // namespace cairn::server

@@ -116,15 +116,15 @@ class Syncer {
 
   Result<SyncReport> Run() {
     const int64_t start = src_.env().NowMonotonicNanos();
-    if (options_.remove_vanished && dst_is_server_) {
+    if (options_.remove_vanished && dst_is_server_ && !options_.forget_on_server) {
       return FailedPreconditionError(
-          "--remove-vanished needs a destination this client writes itself (a path or s3://): "
-          "a server keeps no sync marker; use prune there");
+          "--remove-vanished towards a server needs a way to forget there (SyncOptions::"
+          "forget_on_server)");
     }
-    if (options_.resync_corrupt && dst_is_server_) {
+    if (options_.resync_corrupt && dst_is_server_ && !options_.begin_repair_on_server) {
       return FailedPreconditionError(
-          "--resync-corrupt needs a destination this client writes itself (a path or s3://): "
-          "a server stores chunks only within a backup session");
+          "--resync-corrupt towards a server needs a repair session there (SyncOptions::"
+          "begin_repair_on_server)");
     }
     if (options_.target_ns != options_.ns && dst_is_server_) {
       return FailedPreconditionError(
@@ -313,10 +313,23 @@ class Syncer {
     SnapshotOutcome out{DisplayName(snap), options_.dry_run ? "would resync" : "resynced"};
     if (options_.dry_run) {
       for (const ChunkRef& c : files.chunks) {
-        CAIRN_ASSIGN_OR_RETURN(bool has, dst_.sink().Contains(c.id));
+        bool has = false;
+        if (!dst_is_server_) {
+          CAIRN_ASSIGN_OR_RETURN(has, dst_.sink().Contains(c.id));
+        }
         ++(has ? out.chunks_skipped : out.chunks_copied);
         if (!has) out.raw_bytes += c.length;
       }
+    } else if (dst_is_server_) {
+      // The server cannot be asked which chunks it lacks: every chunk goes,
+      // within a repair session, and the server keeps its valid copies.
+      auto repair = options_.begin_repair_on_server(to);
+      if (!repair.ok()) {
+        return repair.status().WithContext(
+            fmt::format("resync of {} on {}", DisplayName(to), dst_.DisplayName()));
+      }
+      CAIRN_RETURN_IF_ERROR(CopyChunks(files.chunks, files.manifest.encrypted, &out));
+      CAIRN_RETURN_IF_ERROR(dst_.sink().Flush());
     } else {
       CAIRN_RETURN_IF_ERROR(CopyChunks(files.chunks, files.manifest.encrypted, &out));
       CAIRN_RETURN_IF_ERROR(dst_.sink().Flush());
@@ -368,7 +381,16 @@ class Syncer {
     CAIRN_RETURN_IF_ERROR(CopyChunks(todo, files.manifest.encrypted, out));
     for (const auto& [name, data] : files.files)
       CAIRN_RETURN_IF_ERROR(target->WriteFile(name, data));
-    if (!dst_is_server_) CAIRN_RETURN_IF_ERROR(WriteExtras(snap, *target));
+    if (!dst_is_server_) {
+      CAIRN_RETURN_IF_ERROR(WriteExtras(snap, *target));
+    } else if (Status m = target->WriteFile(kSyncMarkerFileName, AsBytes(MarkerText())); !m.ok()) {
+      // A server older than the marker refuses it: the snapshot still
+      // goes, only a later --remove-vanished will not know it as synced.
+      if (m.code() != StatusCode::kInvalidArgument) return m;
+      options_.logger->Warn("{}: {} keeps no sync marker ({}); --remove-vanished will not "
+                            "remove it there",
+                            DisplayName(snap), dst_.DisplayName(), m.ToString());
+    }
     CAIRN_RETURN_IF_ERROR(target->Commit(files.manifest_stored));
     if (!dst_is_server_) {
       CopyOwner(snap.group, to.group);
@@ -406,9 +428,14 @@ class Syncer {
         CAIRN_RETURN_IF_ERROR(target.WriteFile(maintenance::kProtectedFileName, ByteSpan()));
       }
     }
+    return target.WriteFile(kSyncMarkerFileName, AsBytes(MarkerText()));
+  }
+
+  // The `.sync-source` marker of a snapshot this run commits.
+  std::string MarkerText() const {
     nlohmann::json marker = {{"source", options_.source_name},
                              {"synced_unix", dst_.env().NowUnixSeconds()}};
-    return target.WriteFile(kSyncMarkerFileName, AsBytes(marker.dump() + "\n"));
+    return marker.dump() + "\n";
   }
 
   // A group new on DST gets SRC's owner (a server's backup token), if any.
@@ -542,7 +569,13 @@ class Syncer {
         continue;
       }
       SnapshotOutcome out{DisplayName(s), options_.dry_run ? "would remove" : "removed"};
-      if (!options_.dry_run) CAIRN_RETURN_IF_ERROR(maintenance::ForgetSnapshot(dst_, s));
+      if (!options_.dry_run) {
+        // A server checks the token's right to forget, as for any forget.
+        Status f = dst_is_server_ ? options_.forget_on_server(s)
+                                  : maintenance::ForgetSnapshot(dst_, s);
+        CAIRN_RETURN_IF_ERROR(f.WithContext(fmt::format(
+            "--remove-vanished: forgetting {} on {}", DisplayName(s), dst_.DisplayName())));
+      }
       options_.logger->Info("{} {}", out.action, out.name);
       report_.snapshots.push_back(std::move(out));
       ++report_.removed;

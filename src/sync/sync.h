@@ -51,6 +51,7 @@
 #include "base/logging.h"
 #include "base/status.h"
 #include "datastore/datastore.h"
+#include "datastore/sync_marker.h"
 #include "pipeline/progress.h"
 #include "store/chunk_source.h"
 #include "sync/group_filter.h"
@@ -59,7 +60,7 @@ namespace cairn::sync {
 
 // The marker in a snapshot directory that sync created: JSON
 // {"source": "<SRC as the user named it>", "synced_unix": N}.
-inline constexpr char kSyncMarkerFileName[] = ".sync-source";
+using datastore::kSyncMarkerFileName;
 
 struct SyncOptions {
   // GROUP ("vm/100") or SNAPSHOT ("vm/100/TIME", "vm/100/latest") names in
@@ -82,7 +83,9 @@ struct SyncOptions {
   bool keep_protected = false;  // carry SRC's protection mark over
   bool remove_vanished = false;
   // Snapshots DST has whose last verify there failed get every chunk DST
-  // lacks (verify quarantined the bad ones) copied again from SRC.
+  // lacks (verify quarantined the bad ones) copied again from SRC; towards
+  // a server, every chunk of the snapshot goes through a repair session
+  // (the server keeps its valid copies and replaces damaged ones).
   bool resync_corrupt = false;
   bool dry_run = false;
   uint64_t limit_rate = 0;  // bytes of chunks read per second; 0: no limit
@@ -96,6 +99,14 @@ struct SyncOptions {
   // the snapshot itself is there. Null: neither carries over.
   std::function<Status(const datastore::SnapshotRef&, std::string_view notes, bool protect)>
       set_on_server;
+  // Towards a server (resync_corrupt): opens a repair session for a
+  // snapshot there (remote::RemoteStoreBackend::BeginRepair); dst.sink()
+  // uploads into it while the target lives.
+  std::function<Result<std::unique_ptr<datastore::SnapshotTarget>>(const datastore::SnapshotRef&)>
+      begin_repair_on_server;
+  // Towards a server: forgets a snapshot there (remove_vanished; the CLI
+  // asks the server's API, which checks the token's right to forget).
+  std::function<Status(const datastore::SnapshotRef&)> forget_on_server;
   // Set (by another thread) to stop: no further snapshot or chunk starts,
   // the run ends with Cancelled; the snapshots committed so far stay.
   const std::atomic<bool>* cancel = nullptr;

@@ -142,8 +142,7 @@ class TreeJob {
  public:
   TreeJob(const datastore::Datastore& store, const TreeBackupOptions& options,
           std::unique_ptr<PreviousTree> prev, TreeStats* stats)
-      : store_(store),
-        options_(options),
+      : options_(options),
         log_(*options.logger),
         prev_(std::move(prev)),
         stats_(*stats),
@@ -595,7 +594,6 @@ class TreeJob {
 
   static constexpr size_t kNone = ~size_t{0};
 
-  const datastore::Datastore& store_;
   const TreeBackupOptions& options_;
   Logger& log_;
   std::unique_ptr<PreviousTree> prev_;  // walker thread only (Seek)

@@ -39,6 +39,8 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_nbd_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_prune_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_restore_modes_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_fixture.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_hostile_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_verify_ledger_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_s3_test.cc

@@ -40,6 +40,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_nbd_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_prune_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_restore_modes_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_restore_rehearse_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_fixture.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_hostile_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_test.cc

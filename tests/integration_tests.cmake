@@ -46,6 +46,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_verify_ledger_rolling_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_verify_ledger_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_s3_fault_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_s3_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_sync_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_sync_job_test.cc

@@ -53,7 +53,7 @@ stage_name=
 stage_start=0
 
 # Budgets in seconds for a fresh 2-core machine (no compiler cache), about
-# 1.5x what docs/ARCHITECTURE.md "Testing" measured; a machine that has run
+# 1.5x what docs/BENCHMARKS.md "CI time" measured; a machine that has run
 # the suite before (ccache) is far inside them. --full has none.
 declare -A budget=(
   [setup]=420 [release build]=720 [release tests]=300 [package]=120

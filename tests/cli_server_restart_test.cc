@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "cli_server_fixture.h"
@@ -23,16 +24,6 @@ namespace {
 
 class ServerRestartTest : public ServerTest {
  protected:
-  // Waits (up to a minute) for `path` to exist; false when it never did or
-  // `done` came first.
-  static bool WaitFor(const std::string& path, const std::atomic<bool>& done) {
-    for (int i = 0; i < 6000 && !done; ++i) {
-      if (Exists(path)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-
   void KillServer() {
     ::kill(server_->pid(), SIGKILL);
     server_->Stop();  // reaps it
@@ -52,6 +43,53 @@ class ServerRestartTest : public ServerTest {
     ADD_FAILURE() << "could not start the server again on port " << port;
   }
 
+  // What RunWhileServerDies saw.
+  struct ChaosRun {
+    RunResult result;
+    bool killed_mid_run = false;  // the kill came and `mid_run` held right after it
+  };
+
+  // Runs `command` (a client of the server) while another thread waits, up
+  // to a minute, for `ready` to hold, SIGKILLs the server and asks
+  // `mid_run` whether the client was still at work; with `restart`, it
+  // starts the server again on its port 2.5 s later: long enough for the
+  // client's quick retries (0.1 + 0.4 + 1.6 s) to run out, so only the
+  // reconnect window carries the client across.
+  ChaosRun RunWhileServerDies(const std::function<bool()>& ready,
+                              const std::function<bool()>& mid_run, bool restart,
+                              const std::function<RunResult()>& command) {
+    const int port = server_->port();
+    std::atomic<bool> done = false;
+    bool killed_mid_run = false;
+    std::thread chaos([&] {
+      bool hit = false;
+      for (int i = 0; i < 6000 && !done && !hit; ++i) {
+        hit = ready();
+        if (!hit) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (!hit) return;
+      KillServer();
+      killed_mid_run = mid_run();
+      if (!restart) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      RestartServer(port);
+    });
+    ChaosRun run{command()};
+    done = true;
+    chaos.join();
+    run.killed_mid_run = killed_mid_run;
+    return run;
+  }
+
+  // Kills the server once the restore to `out` has begun writing (its
+  // .partial exists), checking that it had not finished.
+  ChaosRun RestoreWhileServerDies(const std::string& out, const std::string& window,
+                                  bool restart) {
+    return RunWhileServerDies([&] { return Exists(out + ".partial"); },
+                              [&] { return Exists(out + ".partial") && !Exists(out); }, restart,
+                              [&] { return SlowRestore(out, window); });
+  }
+
   // The restore of the image of snapshot 1, 4 MiB/s at most (the image's
   // distinct chunks are about 16 MiB: 4 s or more).
   RunResult SlowRestore(const std::string& out, const std::string& window) {
@@ -66,23 +104,9 @@ class ServerRestartTest : public ServerTest {
 
 TEST_F(ServerRestartTest, RestoreCompletesAcrossAServerRestart) {
   const std::string out = Path("restored.img");
-  const int port = server_->port();
-  std::atomic<bool> done = false;
-  bool killed_mid_restore = false;
-  std::thread chaos([&] {
-    if (!WaitFor(out + ".partial", done)) return;
-    KillServer();
-    killed_mid_restore = Exists(out + ".partial") && !Exists(out);
-    // Down long enough for the client's quick retries (0.1 + 0.4 + 1.6 s)
-    // to run out: only the reconnect window carries it across.
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-    RestartServer(port);
-  });
-  RunResult r = SlowRestore(out, "60s");
-  done = true;
-  chaos.join();
-  ASSERT_TRUE(killed_mid_restore) << "the restore was not running when the server died";
-  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  ChaosRun run = RestoreWhileServerDies(out, "60s", /*restart=*/true);
+  ASSERT_TRUE(run.killed_mid_run) << "the restore was not running when the server died";
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.Describe();
   EXPECT_EQ(CompareFiles(image_, out), "");
   EXPECT_FALSE(Exists(out + ".partial"));
 }
@@ -90,46 +114,30 @@ TEST_F(ServerRestartTest, RestoreCompletesAcrossAServerRestart) {
 // The same for a verify: killed once it has fetched its first index into
 // the client's cache (its chunk reads follow), back 2.5 s later.
 TEST_F(ServerRestartTest, VerifyCompletesAcrossAServerRestart) {
-  const int port = server_->port();
-  std::atomic<bool> done = false;
-  bool killed = false;
-  std::thread chaos([&] {
-    for (int i = 0; i < 6000 && !done && !killed; ++i) {
-      std::error_code ec;
-      for (auto it = std::filesystem::recursive_directory_iterator(tmp_.Join("cache"), ec);
-           !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-        if (it->path().filename() == "disk0.img.fidx") killed = true;
-      }
-      if (!killed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto index_fetched = [&] {
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(tmp_.Join("cache"), ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->path().filename() == "disk0.img.fidx") return true;
     }
-    if (!killed) return;
-    KillServer();
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-    RestartServer(port);
-  });
+    return false;
+  };
   RunOptions options;
   options.env = ClientEnv(reader_);
-  RunResult r = RunCairn({"verify", "-r", url_, "--limit-download", "4M", "--json"}, options);
-  done = true;
-  chaos.join();
-  ASSERT_TRUE(killed) << "the verify fetched no index";
+  ChaosRun run = RunWhileServerDies(index_fetched, [] { return true; }, /*restart=*/true, [&] {
+    return RunCairn({"verify", "-r", url_, "--limit-download", "4M", "--json"}, options);
+  });
+  ASSERT_TRUE(run.killed_mid_run) << "the verify fetched no index";
+  const RunResult& r = run.result;
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(ParseJson(r.out)["ok"], true) << r.out;
 }
 
 TEST_F(ServerRestartTest, RestoreFailsClearlyWhenTheServerDoesNotComeBack) {
   const std::string out = Path("restored.img");
-  std::atomic<bool> done = false;
-  bool killed_mid_restore = false;
-  std::thread chaos([&] {
-    if (!WaitFor(out + ".partial", done)) return;
-    KillServer();
-    killed_mid_restore = Exists(out + ".partial") && !Exists(out);
-  });
-  RunResult r = SlowRestore(out, "3s");
-  done = true;
-  chaos.join();
-  ASSERT_TRUE(killed_mid_restore) << "the restore was not running when the server died";
+  ChaosRun run = RestoreWhileServerDies(out, "3s", /*restart=*/false);
+  ASSERT_TRUE(run.killed_mid_run) << "the restore was not running when the server died";
+  const RunResult& r = run.result;
   EXPECT_EQ(r.exit_code, 1) << r.Describe();
   EXPECT_NE(r.err.find(url_), std::string::npos) << r.Describe();
   EXPECT_NE(r.err.find("did not come back"), std::string::npos) << r.Describe();

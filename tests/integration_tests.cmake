@@ -22,6 +22,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_admin_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_adversarial_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_dedup_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_encryption_refusal_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_encryption_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_benchmark_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_corruption_test.cc
@@ -39,8 +40,13 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_nbd_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_prune_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_restore_modes_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_restore_rehearse_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_fixture.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_hostile_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_tree_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_verify_ledger_rolling_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_verify_ledger_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_s3_fault_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_s3_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_sync_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_sync_job_test.cc

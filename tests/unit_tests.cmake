@@ -28,7 +28,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/maintenance/gc_test.cc
   ${PROJECT_SOURCE_DIR}/src/sync/sync_test.cc
   ${PROJECT_SOURCE_DIR}/src/cli/progress_bar_test.cc
-  ${PROJECT_SOURCE_DIR}/src/net/net_test.cc
+  ${PROJECT_SOURCE_DIR}/src/net/http_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/tasks_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/backup_session_test.cc
   ${PROJECT_SOURCE_DIR}/src/server/tokens_test.cc
@@ -54,6 +54,7 @@ set(CAIRN_OTHER_UNIT_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/server/schedule_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/bytes_test.cc
   ${PROJECT_SOURCE_DIR}/src/net/http_body_test.cc
+  ${PROJECT_SOURCE_DIR}/src/net/tls_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/fault_injection_env_test.cc
   ${PROJECT_SOURCE_DIR}/src/base/power_loss_env_test.cc

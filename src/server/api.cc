@@ -317,13 +317,25 @@ bool Request::OwnsGroup(const datastore::GroupRef& group) {
   return ReadGroupOwner(api_.env, store_->GroupDir(group)) == token_.name;
 }
 
-void Request::ListSnapshots() {
-  if (!Method("GET") || !Allowed(Action::kListSnapshots, "list snapshots")) return;
+std::optional<std::vector<datastore::SnapshotRef>> Request::VisibleSnapshots() {
+  if (!Method("GET") || !Allowed(Action::kListSnapshots, "list snapshots")) return std::nullopt;
   auto snaps = store_->ListAllSnapshots();
-  if (!snaps.ok()) return SendStatus(snaps.status());
+  if (!snaps.ok()) {
+    SendStatus(snaps.status());
+    return std::nullopt;
+  }
+  std::vector<datastore::SnapshotRef> visible;
+  for (datastore::SnapshotRef& snap : *snaps) {
+    if (OwnsGroup(snap.group)) visible.push_back(std::move(snap));
+  }
+  return visible;
+}
+
+void Request::ListSnapshots() {
+  auto snaps = VisibleSnapshots();
+  if (!snaps) return;
   json list = json::array();
   for (const datastore::SnapshotRef& snap : *snaps) {
-    if (!OwnsGroup(snap.group)) continue;
     std::string dir = store_->SnapshotDir(snap);
     auto manifest =
         ReadWholeFile(api_.env, JoinPath(dir, index::kManifestFileName), kMaxSnapshotFile);

@@ -38,12 +38,10 @@ std::string DownloadName(std::string_view path) {
 }  // namespace
 
 void Request::ListSnapshotDetails() {
-  if (!Method("GET") || !Allowed(Action::kListSnapshots, "list snapshots")) return;
-  auto snaps = store_->ListAllSnapshots();
-  if (!snaps.ok()) return SendStatus(snaps.status());
+  auto snaps = VisibleSnapshots();
+  if (!snaps) return;
   json list = json::array();
   for (const datastore::SnapshotRef& snap : *snaps) {
-    if (!OwnsGroup(snap.group)) continue;
     // Forgotten meanwhile: gone from the listing, as in ListSnapshots.
     if (!api_.env.Stat(JoinPath(store_->SnapshotDir(snap), index::kManifestFileName)).ok()) continue;
     list.push_back(maintenance::SnapshotInfoJson(maintenance::ReadSnapshotInfo(*store_, snap)));

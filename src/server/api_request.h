@@ -95,6 +95,12 @@ class Request {
   // it; otherwise answered (a backup token gets the same 404 for another
   // token's group as for no group).
   std::optional<datastore::SnapshotRef> Snapshot();
+  // The snapshots a listing shows this token (a GET listing them is
+  // allowed; a backup token's own groups only), in listing order;
+  // nullopt when refused or the listing failed (answered). A snapshot
+  // forgotten meanwhile may still be among them: callers skip one whose
+  // manifest is gone.
+  std::optional<std::vector<datastore::SnapshotRef>> VisibleSnapshots();
   void ListStores();
   void ListSnapshots();
   void GetFile();

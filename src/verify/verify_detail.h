@@ -1,13 +1,16 @@
 // Internals of verify shared by its source files (verify.cc runs a verify,
 // collect.cc gathers the chunk references of the selected snapshots,
-// read_order.cc orders the reads for the medium). Not an interface: only
+// read_order.cc orders the reads for the medium, check_chunks.cc reads and
+// checks them). Not an interface: only
 // src/verify/ includes it.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/env.h"
@@ -15,7 +18,9 @@
 #include "crypto/sha256.h"
 #include "datastore/datastore.h"
 #include "index/manifest.h"
+#include "store/chunk_source.h"
 #include "store/local_chunk_store.h"
+#include "verify/ledger.h"
 #include "verify/verify.h"
 
 namespace cairn::verify::detail {
@@ -75,5 +80,46 @@ void SortByInode(Env& env, const store::LocalChunkStore& chunks, const std::vect
 // The order this run reads in: id for a source that is not a local chunk
 // store, else the option, and for auto inode order on a spinning disk.
 ChunkOrder ResolveOrder(const datastore::Datastore& store, const VerifyOptions& options);
+
+// What became of each distinct chunk in this run: one byte each, and the
+// errors (rare) apart, so memory stays small per chunk.
+class Outcomes {
+ public:
+  enum : uint8_t { kOk = 0, kNotReached = 1, kFailed = 2 };
+  explicit Outcomes(size_t n) : state_(n, kOk) {}
+  uint8_t state(size_t u) const { return state_[u]; }
+  void SetNotReached(size_t u) { state_[u] = kNotReached; }
+  void SetOk(size_t u) { state_[u] = kOk; }
+  void SetError(size_t u, Status s) {
+    std::lock_guard lock(mu_);
+    state_[u] = kFailed;
+    errors_[u] = std::move(s);
+  }
+  Status error(size_t u) const {
+    std::lock_guard lock(mu_);
+    auto it = errors_.find(u);
+    return it == errors_.end() ? Status::Ok() : it->second;
+  }
+
+ private:
+  std::vector<uint8_t> state_;  // distinct elements per chunk: no lock needed
+  mutable std::mutex mu_;
+  std::unordered_map<size_t, Status> errors_;  // GUARDED_BY(mu_)
+};
+
+// Reads and checks the chunks `todo` (indexes into `unique`, which indexes
+// `uses`) in order; each outcome lands in `out`, each verdict in `ledger`
+// (null: none) at `stamp` or later. The first `due` chunks are
+// read whatever the time; past max_duration no other chunk starts, and the
+// ones not reached stay kNotReached. With `by_inode` (a local store), `todo`
+// is reordered by inode, stretch by stretch: the due chunks, then the rest,
+// in windows of kInodeWindow chunks when a deadline may cut them, so a time
+// slice stays stalest-first to within one window and stats only what it
+// may read.
+Status CheckChunks(Env& env, store::ChunkSource& source, const store::LocalChunkStore* by_inode,
+                   const std::vector<ChunkUse>& uses, const std::vector<ArchiveCrypt>& crypts,
+                   const std::vector<uint32_t>& unique, std::vector<uint32_t>& todo, size_t due,
+                   const VerifyOptions& options, int64_t stamp, Ledger* ledger, Outcomes* out,
+                   VerifyReport* report);
 
 }  // namespace cairn::verify::detail

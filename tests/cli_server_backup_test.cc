@@ -17,9 +17,11 @@
 //   - `cairn benchmark -r https://…` measures the tls rows against it.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_server_fixture.h"
@@ -80,6 +82,10 @@ TEST_F(ServerBackupTest, BackupThroughTheServerRestoresByteIdentical) {
   EXPECT_GE(j["connections"]["max"].get<int>(), 1) << r.out;
   EXPECT_LE(j["connections"]["max"].get<int>(), j["connections"]["cap"].get<int>()) << r.out;
   EXPECT_GT(j["connections"]["mean"].get<double>(), 0.0) << r.out;
+  // One upload connection per core, at least 4, at most 8.
+  EXPECT_EQ(j["connections"]["cap"].get<int>(),
+            std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 4, 8))
+      << r.out;
 
   // The backup token sees its group, and the owner file names it.
   r = Remote("snapshots", {"--json"}, backup_);

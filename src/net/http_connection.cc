@@ -186,6 +186,9 @@ void Session::OnHeader(error_code ec) {
     return Reject(413, "request body too large for this request");
   }
   parser_->body_limit(a.max_body);
+  // Into kept memory (the body's reader reserves the length, which leaves
+  // a large enough capacity as it is).
+  if (length && *length > 0) parser_->get().body() = server_->TakeBody(*length);
   SetDeadline(options_.request_timeout);
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](error_code e, size_t) { self->OnBody(e); });

@@ -142,7 +142,7 @@ bool HttpServer::Impl::Dispatch(std::shared_ptr<Session> session, HttpRequest re
     ++in_flight_;
   }
   const std::string tenant = request.tenant;
-  bool queued = jobs_.Push(tenant, [this, session, request = std::move(request), keep_alive] {
+  bool queued = jobs_.Push(tenant, [this, session, request = std::move(request), keep_alive]() mutable {
     // The handler's answer is written by the connection: the worker is
     // free as soon as the handler returns.
     class Writer final : public ResponseWriter {
@@ -167,9 +167,49 @@ bool HttpServer::Impl::Dispatch(std::shared_ptr<Session> session, HttpRequest re
     if (!writer.responded()) writer.SendText(500, "internal error: the handler did not respond");
     session->Deliver(std::move(writer.response_), request.method == "HEAD",
                      keep_alive && !stopping());
+    GiveBody(std::move(request.body));
   });
   if (!queued) RequestDone();
   return queued;
+}
+
+Bytes HttpServer::Impl::TakeBody(size_t length) {
+  Bytes body;
+  {
+    std::lock_guard lock(bodies_mu_);
+    // The smallest that holds `length`.
+    auto best = spare_bodies_.end();
+    for (auto it = spare_bodies_.begin(); it != spare_bodies_.end(); ++it) {
+      if (it->capacity() >= length &&
+          (best == spare_bodies_.end() || it->capacity() < best->capacity())) {
+        best = it;
+      }
+    }
+    if (best != spare_bodies_.end()) {
+      body = std::move(*best);
+      spare_bodies_.erase(best);
+      return body;
+    }
+  }
+  // None holds it: fresh memory, with room for the slightly larger bodies
+  // that follow (upload batches vary by up to a chunk).
+  if (length >= (size_t{1} << 20)) body.reserve(std::min(length + length / 2, kMaxSpareBody));
+  return body;
+}
+
+void HttpServer::Impl::GiveBody(Bytes body) {
+  if (body.capacity() < (size_t{1} << 20) || body.capacity() > kMaxSpareBody) return;
+  body.clear();
+  std::lock_guard lock(bodies_mu_);
+  if (spare_bodies_.size() < kSpareBodies) {
+    spare_bodies_.push_back(std::move(body));
+    return;
+  }
+  // Full: keep the larger ones.
+  auto smallest = std::min_element(
+      spare_bodies_.begin(), spare_bodies_.end(),
+      [](const Bytes& a, const Bytes& b) { return a.capacity() < b.capacity(); });
+  if (smallest->capacity() < body.capacity()) *smallest = std::move(body);
 }
 
 void HttpServer::Impl::RunWorker() {

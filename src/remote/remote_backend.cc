@@ -64,8 +64,13 @@ class RemoteSnapshotTarget final : public datastore::SnapshotTarget {
 
 }  // namespace
 
+int RemoteChunkSink::DefaultMaxConnections() {
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 4, 8);
+}
+
 RemoteChunkSink::RemoteChunkSink(std::shared_ptr<RemoteClient> client, int max_connections)
-    : client_(std::move(client)), max_connections_(std::max(1, max_connections)) {}
+    : client_(std::move(client)),
+      max_connections_(max_connections > 0 ? max_connections : DefaultMaxConnections()) {}
 
 RemoteChunkSink::~RemoteChunkSink() {
   {

@@ -38,6 +38,9 @@
 #   sync-from-s3    cairn sync --from s3://cairn-sync-bench/src?… --to FRESH
 # Outputs and targets are deleted after each operation (untimed). Warm page
 # cache throughout. Results: DIR/results.tsv, table DIR/sync_bench.md.
+# After the rounds, untimed: an incremental pull after a 1 % change, its
+# bytes on the wire (bench/tcp_count_proxy.py) against the stored bytes of
+# the new chunks (issue 24: ≤ 1.1×), in DIR/incremental.md and the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bench_name=sync_bench

@@ -38,6 +38,9 @@
 #   sync-from-s3    cairn sync --from s3://cairn-sync-bench/src?… --to FRESH
 # Outputs and targets are deleted after each operation (untimed). Warm page
 # cache throughout. Results: DIR/results.tsv, table DIR/sync_bench.md.
+# After the rounds, untimed: an incremental pull after a 1 % change, its
+# bytes on the wire (bench/tcp_count_proxy.py) against the stored bytes of
+# the new chunks (issue 24: ≤ 1.1×), in DIR/incremental.md and the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bench_name=sync_bench
@@ -74,12 +77,14 @@ results=$dir/results.tsv
 server_pid=
 started_s3=0
 s3dir=${CAIRN_S3_DIR:-/tmp/cairn-s3}
+proxy_pid=
 cleanup() {
+  if [[ -n $proxy_pid ]] && kill -0 "$proxy_pid" 2>/dev/null; then kill -TERM "$proxy_pid" 2>/dev/null || true; fi
   if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
     kill -TERM "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
   fi
-  rm -rf "$fresh" "$out" "$dir/restic-dst"
+  rm -rf "$fresh" "$out" "$dir/restic-dst" "$dir/inc-dst" "$dir/changed.img"
   if ((with_s3)); then
     radosgw-admin -n client.admin bucket rm --bucket=cairn-sync-bench --purge-objects >/dev/null 2>&1 || true
   fi
@@ -173,6 +178,65 @@ for r in $(seq "$runs"); do
   while read -r op; do run_op "$r" "$op"; done < <(in_order "$r" "${ops[@]}")
 done
 
+# Incremental pull, bytes on the wire (issue 24: ≤ 1.1× the stored bytes of
+# the new chunks). Untimed: DIR/inc-dst gets vm/1 by a first pull; 1 % of
+# the image is overwritten with random bytes at its middle and backed up
+# into the served store as vm/1's second snapshot; the second pull copies
+# it. Both pulls go through bench/tcp_count_proxy.py (one relay, so the
+# client's metadata mirror of that URL is as warm as in daily use); the
+# incremental pull's wire bytes are the relay's count during it: TLS
+# records and handshakes, HTTP headers and bodies, both directions.
+say "incremental pull: 1 % of the image changed, bytes on the wire"
+inc_dst=$dir/inc-dst changed=$dir/changed.img wire=$dir/wire.json
+rm -rf "$inc_dst" "$changed" "$wire"
+"$cairn" init "$inc_dst" >/dev/null
+python3 bench/tcp_count_proxy.py --to "127.0.0.1:$port" --port-file "$dir/proxy.port" --out "$wire" \
+  2>"$dir/logs/proxy.err" &
+proxy_pid=$!
+for _ in $(seq 100); do [[ -s $dir/proxy.port ]] && break; sleep 0.1; done
+[[ -s $dir/proxy.port ]] || die "the counting relay did not start (see $dir/logs/proxy.err)"
+proxy_url=https://127.0.0.1:$(cat "$dir/proxy.port")/main
+rm -f "$dir/proxy.port"
+"$cairn" sync --from "$proxy_url" --to "$inc_dst" vm/1 >"$dir/logs/inc-first.log" 2>&1 ||
+  { tail "$dir/logs/inc-first.log" >&2; die "the first pull failed"; }
+cp "$image" "$changed"
+python3 - "$changed" "$image_bytes" <<'PY'
+import os, random, sys
+path, size = sys.argv[1], int(sys.argv[2])
+n = size // 100
+with open(path, "r+b") as f:
+    f.seek(size // 2)
+    f.write(random.Random(24).randbytes(n))
+PY
+"$cairn" backup -r "$store" --id vm/1 --json "disk0.img=$changed" >"$dir/logs/inc-backup.json" 2>"$dir/logs/inc-backup.err" ||
+  { tail "$dir/logs/inc-backup.err" >&2; die "the backup of the changed image failed"; }
+wire_total() { python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(j["to_server"] + j["to_client"], j["connections"])' "$wire"; }
+kill -USR1 "$proxy_pid"
+for _ in $(seq 100); do [[ -s $wire ]] && break; sleep 0.1; done
+read -r wire_before conns_before < <(wire_total)
+rm -f "$wire"
+"$cairn" sync --from "$proxy_url" --to "$inc_dst" vm/1 --json >"$dir/logs/inc-sync.json" 2>"$dir/logs/inc-sync.err" ||
+  { tail "$dir/logs/inc-sync.err" >&2; die "the incremental pull failed"; }
+kill -TERM "$proxy_pid"
+wait "$proxy_pid" 2>/dev/null || true
+read -r wire_after conns_after < <(wire_total)
+python3 - "$dir/logs/inc-backup.json" "$dir/logs/inc-sync.json" "$((wire_after - wire_before))" \
+  "$((conns_after - conns_before))" "$image_bytes" >"$dir/incremental.md" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))["archives"][0]
+s = json.load(open(sys.argv[2]))
+wire, conns, size = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+print(f"\nIncremental pull after a 1 % change ({size // 100} bytes of random data at the middle "
+      f"of the {size / 1048576:.0f} MiB image):\n")
+print("| figure | value |")
+print("|---|---|")
+print(f"| new chunks (backup) | {b['new_chunks']} ({b['stored_bytes']} bytes stored) |")
+print(f"| chunks the pull copied | {s['chunks_copied']} ({s['stored_bytes']} bytes stored) |")
+print(f"| bytes on the wire (TLS, both directions, {conns} connection(s)) | {wire} |")
+print(f"| wire ÷ stored bytes of the new chunks | **{wire / b['stored_bytes']:.3f}** (target ≤ 1.1) |")
+PY
+rm -f "$changed"
+
 python3 - "$results" "$image_bytes" "$command_line" "$(psi)" "$(nproc)" "$runs" >"$dir/sync_bench.md" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
@@ -195,4 +259,5 @@ for op, base in (("restore-local", None), ("sync-local", "restore-local"),
     if op == "restic-copy": ratio = f"cairn sync-local is {med[op] / med['sync-local']:.2f}× as fast"
     print(f"| {op} | {med[op]:.2f} | {mibs(op):.0f} | {ratio} |")
 PY
+cat "$dir/incremental.md" >>"$dir/sync_bench.md"
 cat "$dir/sync_bench.md"

@@ -136,12 +136,22 @@ class KillFixture : public Base {
   void Sweep(uint64_t seed, const std::string& verb, const std::vector<std::string>& args,
              const std::function<void()>& after_kill, const std::function<void()>& finish,
              const RunOptions& op_options = {}) {
+    Sweep(
+        seed, verb, [&](const RunOptions& o) { return OnStore(verb, args, o); }, after_kill,
+        finish, op_options);
+  }
+  // The same for an operation that is not `cairn VERB -r STORE …` (sync,
+  // whose DST is the store): `run(options)` runs it once.
+  void Sweep(uint64_t seed, const std::string& verb,
+             const std::function<RunResult(const RunOptions&)>& run,
+             const std::function<void()>& after_kill, const std::function<void()>& finish,
+             const RunOptions& op_options = {}) {
     const std::string pristine = Path("pristine");
     CopyTree(store(), pristine);
     const std::string report = Path("killpoint.report");
 
     // A clean run counts the events; it must pass the same checks.
-    RunResult r = OnStore(verb, args, KillAt(0, report, "file", op_options));
+    RunResult r = run(KillAt(0, report, "file", op_options));
     ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
     const KillReport counted = ReadKillReport(report);
     ASSERT_GT(counted.events, 0u) << verb << " wrote nothing?";
@@ -157,7 +167,7 @@ class KillFixture : public Base {
                    std::to_string(at) + " of " + std::to_string(counted.events));
       RemoveTree(store());
       CopyTree(pristine, store());
-      r = OnStore(verb, args, KillAt(at, report, "file", op_options));
+      r = run(KillAt(at, report, "file", op_options));
       const KillReport rep = ReadKillReport(report);
       if (r.killed()) {
         ++killed;

@@ -16,12 +16,17 @@
 //     push (path → server, backup token: the notes follow through the API,
 //     the group is the token's), a second push uploading nothing; a token
 //     that may not write, an unreachable source and a wrong fingerprint fail
-//     clearly.
+//     clearly;
+//   - an incremental pull after a one-chunk change fetches that chunk only
+//     (the server's /metrics chunk read counters).
 #include <filesystem>
+#include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli_server_fixture.h"
+#include "net/http_client.h"
 
 namespace cairn::cli_test {
 namespace {
@@ -489,6 +494,71 @@ TEST_F(ServerSyncTest, ResyncCorruptHealsAChunkOnTheServer) {
   r = Cairn({"restore", "-r", OtherStore(), Snap("vm/100", 2), "disk0.img", Path("healed.img")});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(CompareFiles(image_, Path("healed.img")), "");
+}
+
+// An incremental pull after a small change (one chunk of the image's
+// eleven) fetches exactly the new chunk: the sync reports as many chunks
+// and stored bytes as the backup added, and the server read no other chunk
+// (its /metrics chunk counters, scraped with a metrics token).
+TEST_F(ServerSyncTest, IncrementalPullFetchesOnlyTheNewChunks) {
+  std::string local = Path("pulled");
+  ASSERT_EQ(Cairn({"init", local}).exit_code, 0);
+  RunOptions client;
+  client.env = ClientEnv(reader_);
+  auto pull = [&] {
+    return Cairn({"sync", "--from", url_, "--to", local, "--json", "--no-progress"}, client);
+  };
+  RunResult r = pull();
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::string changed = Path("changed.img");
+  std::filesystem::copy_file(image_, changed);
+  WriteRandomAt(changed, 5 * kChunk + 1000, 4096, 99);
+  nlohmann::json b = Backup("vm/100", 3, {"disk0.img=" + changed});
+  ASSERT_TRUE(b.is_object());
+  const uint64_t new_chunks = b["archives"][0]["new_chunks"].get<uint64_t>();
+  const uint64_t new_stored = b["archives"][0]["stored_bytes"].get<uint64_t>();
+  ASSERT_EQ(new_chunks, 1u) << b.dump();
+
+  const std::string scraper = Token("scraper", "main", "metrics");
+  // cairn_chunk_reads_total and cairn_chunk_read_bytes_total of "main".
+  auto reads = [&]() -> std::pair<uint64_t, uint64_t> {
+    net::ClientOptions o;
+    o.host = "127.0.0.1";
+    o.port = static_cast<uint16_t>(server_->port());
+    o.fingerprint = server_->fingerprint();
+    o.authorization = "Bearer " + scraper;
+    auto c = net::HttpConnection::Connect(o);
+    if (!c.ok()) {
+      ADD_FAILURE() << c.status().ToString();
+      return {};
+    }
+    auto resp = (*c)->Request("GET", "/metrics", ByteSpan(), "");
+    if (!resp.ok() || resp->status != 200) {
+      ADD_FAILURE() << "GET /metrics: "
+                    << (resp.ok() ? std::to_string(resp->status) : resp.status().ToString());
+      return {};
+    }
+    const std::string text(AsStringView(resp->body));
+    auto sample = [&](const std::string& name) -> uint64_t {
+      std::smatch m;
+      if (!std::regex_search(text, m, std::regex(name + R"(\{store="main"\} (\d+))"))) return 0;
+      return std::stoull(m[1]);
+    };
+    return {sample("cairn_chunk_reads_total"), sample("cairn_chunk_read_bytes_total")};
+  };
+  const auto before = reads();
+  r = pull();
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  const auto after = reads();
+  nlohmann::json j = ParseJson(r.out);
+  EXPECT_EQ(j["copied"], 1u) << r.out;
+  EXPECT_EQ(j["chunks_copied"], new_chunks) << r.out;
+  EXPECT_EQ(j["stored_bytes"], new_stored) << r.out;
+  EXPECT_EQ(after.first - before.first, new_chunks);
+  EXPECT_EQ(after.second - before.second, new_stored);
+  r = Cairn({"restore", "-r", local, Snap("vm/100", 3), "disk0.img", Path("out3.img")});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(CompareFiles(changed, Path("out3.img")), "");
 }
 
 }  // namespace

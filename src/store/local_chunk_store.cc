@@ -156,7 +156,7 @@ Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool 
     }
   }
   {
-    Status s = file->WriteAt(0, stored);
+    Status s = WriteChunkData(*file, stored);
     if (s.ok()) s = file->Close();
     if (!s.ok()) {
       env_.RemoveFile(tmp).IgnoreError();
@@ -179,6 +179,18 @@ Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool 
     return s.WithContext(fmt::format("insert chunk {}", crypto::DigestHex(id)));
   }
   return Status::Ok();
+}
+
+Status LocalChunkStore::WriteChunkData(WritableFile& file, ByteSpan stored) {
+  constexpr size_t kPage = 4096;  // WritableFile::EnableDirectWrites: whole pages only
+  const size_t aligned = stored.size() / kPage * kPage;
+  if (!direct_writes_.load(std::memory_order_relaxed) || aligned < kDirectWriteMinBytes ||
+      !file.EnableDirectWrites()) {
+    return file.WriteAt(0, stored);
+  }
+  CAIRN_RETURN_IF_ERROR(file.WriteAt(0, stored.first(aligned)));
+  if (aligned == stored.size()) return Status::Ok();
+  return file.WriteAt(aligned, stored.subspan(aligned));
 }
 
 Result<bool> LocalChunkStore::IsWhole(const std::string& path, uint64_t size) const {

@@ -21,6 +21,7 @@
 
 #include "blob/blob.h"
 #include "cli_fixture.h"
+#include "scoped_env.h"
 #include "crypto/crypt_config.h"
 #include "crypto/key_file.h"
 #include "crypto/sha256.h"
@@ -240,18 +241,12 @@ class EncryptionTest : public CliTest {
                                               "CAIRN_TEST_WEAK_KDF"};
 
   void SetUp() override {
-    // The developer's shell must not leak a key or passphrase into cairn
-    // (the harness passes our environment on, and getenv finds the first).
-    for (const char* name : kEnvNames) {
-      if (const char* v = std::getenv(name)) saved_env_[name] = v;
-      ::unsetenv(name);
-    }
+    env_.Scrub(kEnvNames);
     ::setenv("CAIRN_TEST_WEAK_KDF", "1", 1);
     CliTest::SetUp();
   }
   void TearDown() override {
-    for (const char* name : kEnvNames) ::unsetenv(name);
-    for (const auto& [name, value] : saved_env_) ::setenv(name.c_str(), value.c_str(), 1);
+    env_.Restore();
   }
 
   // `cairn key create` of a new key file NAME (in the test directory).
@@ -438,7 +433,7 @@ class EncryptionTest : public CliTest {
     return path;
   }
 
-  std::map<std::string, std::string> saved_env_;
+  ScopedEnv env_;
   int restores_ = 0;
 };
 

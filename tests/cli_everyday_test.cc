@@ -16,6 +16,7 @@
 #include <filesystem>
 
 #include "cli_fixture.h"
+#include "scoped_env.h"
 
 namespace cairn::cli_test {
 namespace {
@@ -27,18 +28,14 @@ class EverydayTest : public CliTest {
       "CAIRN_CONFIG",     "CAIRN_TEST_WEAK_KDF",   "CAIRN_LIMIT_UPLOAD",     "CAIRN_LIMIT_DOWNLOAD"};
 
   void SetUp() override {
-    for (const char* name : kEnvNames) {
-      if (const char* v = std::getenv(name)) saved_env_[name] = v;
-      ::unsetenv(name);
-    }
+    env_.Scrub(kEnvNames);
     ::setenv("CAIRN_TEST_WEAK_KDF", "1", 1);
     CliTest::SetUp();
     file_ = Path("small.img");
     ImageWriter(file_, 64 * kKiB, 3).Random(0, 64 * kKiB);
   }
   void TearDown() override {
-    for (const char* name : kEnvNames) ::unsetenv(name);
-    for (const auto& [name, value] : saved_env_) ::setenv(name.c_str(), value.c_str(), 1);
+    env_.Restore();
   }
 
   // A key file protected by `pass`.
@@ -52,7 +49,7 @@ class EverydayTest : public CliTest {
   }
 
   std::string file_;
-  std::map<std::string, std::string> saved_env_;
+  ScopedEnv env_;
 };
 
 TEST_F(EverydayTest, AMissingRepositoryExits10) {

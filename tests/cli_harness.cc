@@ -300,6 +300,19 @@ nlohmann::json ParseJson(const std::string& text) {
   return j;
 }
 
+std::vector<std::string> ReportLines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  if (!lines.empty() && lines.back().starts_with("bottleneck: ")) lines.pop_back();
+  return lines;
+}
+
 // --- images ----------------------------------------------------------------
 
 ImageWriter::ImageWriter(std::string path, uint64_t size, uint64_t seed)

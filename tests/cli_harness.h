@@ -119,6 +119,10 @@ RunResult RunCairn(const std::vector<std::string>& args, const RunOptions& optio
 // Parses `text` as JSON; fails the test and returns null when it is not.
 nlohmann::json ParseJson(const std::string& text);
 
+// The lines of a command's report, without the "bottleneck: …" line that
+// ends a run that read chunks (cli_bottleneck_test.cc checks that one).
+std::vector<std::string> ReportLines(const std::string& text);
+
 // --- images --------------------------------------------------------------
 
 // Writes images region by region with a seeded RNG. The file is created (or

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cli_fixture.h"
+#include "scoped_env.h"
 
 extern char** environ;
 
@@ -77,18 +78,14 @@ class KeyTest : public ::testing::Test {
   void SetUp() override {
     // Whatever the developer's shell holds must not leak into cairn (the
     // harness passes our environment on, and getenv finds the first entry).
-    for (const char* name : {"CAIRN_PASSPHRASE", "CAIRN_PASSPHRASE_FILE", "CAIRN_NEW_PASSPHRASE",
-                             "CAIRN_KEYFILE", "XDG_CONFIG_HOME", "HOME", "CAIRN_TEST_WEAK_KDF"}) {
-      if (const char* v = std::getenv(name)) saved_env_[name] = v;
-      ::unsetenv(name);
-    }
+    env_.Scrub({"CAIRN_PASSPHRASE", "CAIRN_PASSPHRASE_FILE", "CAIRN_NEW_PASSPHRASE",
+                "CAIRN_KEYFILE", "XDG_CONFIG_HOME", "HOME", "CAIRN_TEST_WEAK_KDF"});
     ::setenv("CAIRN_TEST_WEAK_KDF", "1", 1);
     ::setenv("XDG_CONFIG_HOME", Path("xdg").c_str(), 1);
     ::setenv("HOME", Path("home").c_str(), 1);
   }
   void TearDown() override {
-    for (const char* name : {"CAIRN_TEST_WEAK_KDF", "XDG_CONFIG_HOME", "HOME"}) ::unsetenv(name);
-    for (const auto& [name, value] : saved_env_) ::setenv(name.c_str(), value.c_str(), 1);
+    env_.Restore();
   }
 
   std::string Path(std::string_view name) const { return tmp_.Join(name); }
@@ -125,7 +122,7 @@ class KeyTest : public ::testing::Test {
                       std::vector<std::string> env = {}) const;
 
   TempDir tmp_;
-  std::map<std::string, std::string> saved_env_;
+  ScopedEnv env_;
 };
 
 TtyRun KeyTest::RunInSession(std::vector<std::string> args, bool terminal,

@@ -70,22 +70,6 @@ inline void ExpectImageAccounting(const nlohmann::json& a) {
                                Skipped(a, "in_place"));
 }
 
-// The lines of a summary, without the "bottleneck: …" line that ends every
-// restore's (cli_bottleneck_test.cc checks it): the archives' lines come
-// last before it.
-inline std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t nl = text.find('\n', start);
-    if (nl == std::string::npos) nl = text.size();
-    lines.push_back(text.substr(start, nl - start));
-    start = nl + 1;
-  }
-  if (!lines.empty() && lines.back().starts_with("bottleneck: ")) lines.pop_back();
-  return lines;
-}
-
 // "restore image complete (bytes=N, duration=S s, speed=M MB/s)" for `bytes`.
 inline bool IsCompleteLine(const std::string& line, const std::string& kind, uint64_t bytes) {
   static const std::regex kRe(

@@ -20,7 +20,7 @@ TEST_F(RestoreModesTest, FinalLinePerArchive) {
   BackupMixed();
   RunResult r = OnStore("restore", {snap_, "disk0.img", Path("d0")});
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
-  std::vector<std::string> lines = Lines(r.out);
+  std::vector<std::string> lines = ReportLines(r.out);
   ASSERT_GE(lines.size(), 2u) << r.out;
   EXPECT_TRUE(IsCompleteLine(lines.back(), "image", kMixedSize)) << r.out;
   EXPECT_TRUE(lines[lines.size() - 2].starts_with("restored disk0.img:")) << r.out;
@@ -29,7 +29,7 @@ TEST_F(RestoreModesTest, FinalLinePerArchive) {
 
   r = OnStore("restore", {snap_, "vm.conf.blob", Path("conf")});
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
-  lines = Lines(r.out);
+  lines = ReportLines(r.out);
   ASSERT_GE(lines.size(), 1u) << r.out;
   EXPECT_TRUE(IsCompleteLine(lines.back(), "blob", std::strlen(kConf))) << r.out;
   EXPECT_EQ(ReadFile(Path("conf")), kConf);
@@ -38,7 +38,7 @@ TEST_F(RestoreModesTest, FinalLinePerArchive) {
   r = OnStore("restore", {snap_, "--all", Path("all")});
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
   std::vector<std::string> finals;
-  for (const auto& l : Lines(r.out)) {
+  for (const auto& l : ReportLines(r.out)) {
     if (l.find(" complete (") != std::string::npos) finals.push_back(l);
   }
   ASSERT_EQ(finals.size(), 2u) << r.out;
@@ -52,7 +52,7 @@ TEST_F(RestoreModesTest, FinalLinePerArchive) {
   r = OnStore("restore", {snap_, "disk0.img", "-"}, sink);
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
   EXPECT_EQ(stream.Result(), "");
-  lines = Lines(r.err);
+  lines = ReportLines(r.err);
   ASSERT_GE(lines.size(), 1u) << r.err;
   EXPECT_TRUE(IsCompleteLine(lines.back(), "image", kMixedSize)) << r.err;
 }
@@ -241,7 +241,7 @@ TEST_F(RestoreModesTest, InPlaceRewritesOnlyTheChunksThatDiffer) {
   }
   RunResult r = OnStore("restore", {snap_, "disk0.img", Path("drifted"), "--in-place"});
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
-  EXPECT_TRUE(IsCompleteLine(Lines(r.out).back(), "image", kMixedSize)) << r.out;
+  EXPECT_TRUE(IsCompleteLine(ReportLines(r.out).back(), "image", kMixedSize)) << r.out;
   EXPECT_EQ(CompareFiles(Path("mixed.raw"), Path("drifted")), "");
 
   WriteDrifted(Path("drifted"));

@@ -20,7 +20,7 @@ TEST_F(RestoreModesTest, RehearseWritesNothingAndReports) {
 
   RunResult r = OnStore("restore", {snap_, "disk0.img", "--rehearse"});
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
-  std::vector<std::string> lines = Lines(r.out);
+  std::vector<std::string> lines = ReportLines(r.out);
   ASSERT_FALSE(lines.empty());
   EXPECT_TRUE(IsRehearsalLine(lines.back(), "image", "disk0.img", kMixedSize)) << r.out;
   EXPECT_EQ(r.out.find("restore image complete"), std::string::npos) << r.out;
@@ -28,7 +28,7 @@ TEST_F(RestoreModesTest, RehearseWritesNothingAndReports) {
   r = OnStore("restore", {snap_, "--all", "--rehearse"});
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
   std::vector<std::string> finals;
-  for (const auto& l : Lines(r.out)) {
+  for (const auto& l : ReportLines(r.out)) {
     if (l.starts_with("rehearsal ")) finals.push_back(l);
   }
   ASSERT_EQ(finals.size(), 2u) << r.out;

@@ -31,6 +31,7 @@
 #include "cli_background.h"
 #include "cli_kill.h"
 #include "cli_server_fixture.h"
+#include "scoped_env.h"
 #include "s3/s3_client.h"
 
 namespace cairn::cli_test::s3_test {
@@ -112,10 +113,7 @@ class S3Test : public ::testing::Test {
                       "`bash scripts/s3-server.sh start` and `set -a; . /tmp/cairn-s3/s3.env; "
                       "set +a`";
     }
-    for (const char* name : kScrubbed) {
-      if (const char* v = std::getenv(name)) saved_env_[name] = v;
-      ::unsetenv(name);
-    }
+    env_.Scrub(kScrubbed);
     bucket_ = NewBucketName();
     url_ = UrlFor(bucket_, kPrefix);
     cache_ = tmp_.Join("cache");
@@ -131,7 +129,7 @@ class S3Test : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (const auto& [name, value] : saved_env_) ::setenv(name.c_str(), value.c_str(), 1);
+    env_.Restore();
     if (!client_) return;
     // Empty and remove the bucket (it may never have been made).
     auto all = client_->ListObjectsV2({});
@@ -298,7 +296,7 @@ class S3Test : public ::testing::Test {
   std::string endpoint_, access_key_, secret_key_, region_;
   std::string bucket_, url_, cache_;
   std::unique_ptr<s3::S3Client> client_;
-  std::map<std::string, std::string> saved_env_;
+  ScopedEnv env_;
   int restores_ = 0;
 };
 

@@ -153,21 +153,6 @@ inline std::set<std::string> IdsOf(const std::vector<Record>& records, size_t fr
   return ids;
 }
 
-// Without the "bottleneck: …" line that ends a verify that read chunks
-// (cli_bottleneck_test.cc checks it).
-inline std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  if (!lines.empty() && lines.back().starts_with("bottleneck: ")) lines.pop_back();
-  return lines;
-}
-
 // The summary every human-readable verify ends with (PBS style).
 const std::regex kFinalLine(R"(^verified \d+\.\d\d/\d+\.\d\d MiB in \d+\.\d\d s, )"
                             R"(speed \d+\.\d\d/\d+\.\d\d MiB/s \((\d+) errors\)$)");

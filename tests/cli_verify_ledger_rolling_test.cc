@@ -104,7 +104,7 @@ TEST_F(VerifyLedgerRollingTest, HumanReportOfASlice) {
                         R"(rest takes about \d+ s at this speed; 1 snapshots not judged yet)")))
       << r.out;
   EXPECT_NE(r.out.find("1 snapshots: no damage found so far"), std::string::npos) << r.out;
-  std::vector<std::string> lines = Lines(r.out);
+  std::vector<std::string> lines = ReportLines(r.out);
   ASSERT_FALSE(lines.empty());
   EXPECT_TRUE(std::regex_match(lines.back(), kFinalLine)) << lines.back();
 
@@ -246,7 +246,7 @@ TEST_F(VerifyLedgerCoverTest, DueChunksOutlastMaxDurationWithAHumanReport) {
                        "needs about "),
             std::string::npos)
       << r.err;
-  const std::vector<std::string> lines = Lines(r.out);
+  const std::vector<std::string> lines = ReportLines(r.out);
   const std::regex coverage(R"(coverage: 8 of 8 chunks \(100%\) found ok within 3 days, the )"
                             R"(oldest check 0\.0 days ago; the promise takes about \d+ s a day )"
                             R"(at this speed \(32\.00 MiB a day\))");
@@ -269,7 +269,7 @@ TEST_F(VerifyLedgerRollingTest, OrderFlag) {
       << "a wrapped source has no inodes to sort by";
   RunResult r = OnStore("verify", {"--order", "inode"});
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
-  const std::vector<std::string> lines = Lines(r.out);
+  const std::vector<std::string> lines = ReportLines(r.out);
   EXPECT_NE(std::find(lines.begin(), lines.end(), "chunk order: inode"), lines.end()) << r.out;
   EXPECT_EQ(OnStore("verify", {"--order", "disk"}).exit_code, kExitUsage);
   EXPECT_EQ(OnStore("verify", {"--cover-days", "0"}).exit_code, kExitUsage);

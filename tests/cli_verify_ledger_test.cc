@@ -44,7 +44,7 @@ class VerifyLedgerReportTest : public VerifyLedgerTest {
 TEST_F(VerifyLedgerReportTest, FinalLineAndJsonFields) {
   RunResult r = OnStore("verify", {});
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
-  std::vector<std::string> lines = Lines(r.out);
+  std::vector<std::string> lines = ReportLines(r.out);
   ASSERT_FALSE(lines.empty()) << r.Describe();
   std::smatch m;
   ASSERT_TRUE(std::regex_match(lines.back(), m, kFinalLine)) << lines.back();
@@ -97,7 +97,7 @@ TEST_F(VerifyLedgerReportTest, OutdatedAfterSkipsChunksFoundOkRecently) {
   RunResult r = OnStore("verify", {"--outdated-after", "1"});
   ASSERT_EQ(r.exit_code, kExitOk) << r.Describe();
   EXPECT_NE(r.out.find("skipped 4 chunks"), std::string::npos) << r.out;
-  std::vector<std::string> lines = Lines(r.out);
+  std::vector<std::string> lines = ReportLines(r.out);
   ASSERT_FALSE(lines.empty());
   EXPECT_TRUE(std::regex_match(lines.back(), kFinalLine)) << lines.back();
   EXPECT_EQ(lines.back().rfind("verified 0.00/0.00 MiB in ", 0), 0u) << lines.back();
@@ -125,7 +125,7 @@ TEST_F(VerifyLedgerReportTest, OutdatedAfterSkipsChunksFoundOkRecently) {
   EXPECT_EQ(v["skipped"]["fresh_chunks"], 3);
   r = OnStore("verify", {"--outdated-after", "1"});
   EXPECT_EQ(r.exit_code, kExitCorruption) << r.Describe();
-  lines = Lines(r.out);
+  lines = ReportLines(r.out);
   ASSERT_FALSE(lines.empty());
   std::smatch m;
   ASSERT_TRUE(std::regex_match(lines.back(), m, kFinalLine)) << lines.back();
@@ -219,7 +219,7 @@ class VerifyLedgerDamageTest : public VerifyLedgerTest {
     EXPECT_EQ(r.exit_code, kExitCorruption) << r.Describe();
     EXPECT_NE(r.out.find("BAD "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("FAILED"), std::string::npos) << r.out;
-    std::vector<std::string> lines = Lines(r.out);
+    std::vector<std::string> lines = ReportLines(r.out);
     ASSERT_FALSE(lines.empty());
     std::smatch m;
     ASSERT_TRUE(std::regex_match(lines.back(), m, kFinalLine)) << lines.back();

@@ -193,7 +193,10 @@ Bytes HttpServer::Impl::TakeBody(size_t length) {
   }
   // None holds it: fresh memory, with room for the slightly larger bodies
   // that follow (upload batches vary by up to a chunk).
-  if (length >= (size_t{1} << 20)) body.reserve(std::min(length + length / 2, kMaxSpareBody));
+  // (A body too large to be kept gets exactly its length, from its reader.)
+  if (length >= (size_t{1} << 20) && length <= kMaxSpareBody) {
+    body.reserve(std::min(length + length / 2, kMaxSpareBody));
+  }
   return body;
 }
 

@@ -299,6 +299,29 @@ TEST_F(HttpTest, KeepsConnectionAlive) {
   EXPECT_EQ(stats.bad_requests, 0u);
 }
 
+// Request bodies of 1 MiB and more are read into memory kept from earlier
+// requests (HttpServer's body pool): each one must arrive whole and alone,
+// whatever was in that memory before, on one connection and across them.
+TEST_F(HttpTest, LargeBodiesInKeptMemoryArriveWhole) {
+  StartServer();
+  auto first = ConnectOrDie();
+  auto second = ConnectOrDie();
+  ASSERT_TRUE(first && second);
+  const size_t sizes[] = {3 << 20, (1 << 20) + 7, 5 << 20, 2 << 20, 100, (4 << 20) + 3};
+  int i = 0;
+  for (size_t size : sizes) {
+    for (HttpConnection* conn : {first.get(), second.get()}) {
+      Bytes body(size, static_cast<uint8_t>('a' + i++));
+      body.back() = '!';
+      auto r = conn->Request("POST", "/echo", body);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->status, 200);
+      EXPECT_TRUE(r->body == body) << "body of " << size << " bytes came back as "
+                                   << r->body.size() << " bytes";
+    }
+  }
+}
+
 TEST_F(HttpTest, StreamsLargeChunkedResponse) {
   StartServer();
   auto conn = ConnectOrDie();

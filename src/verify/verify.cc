@@ -12,6 +12,7 @@
 #include <span>
 #include <unordered_map>
 
+#include "base/io_error.h"
 #include "blob/blob.h"
 #include "pipeline/fetch_pipeline.h"
 #include "pipeline/worker_group.h"
@@ -76,6 +77,7 @@ class LedgerWriter {
   void Add(const crypto::Digest& id, int64_t time, const Status& s) {
     if (ledger_ == nullptr) return;
     ChunkVerdict verdict = s.ok()                              ? ChunkVerdict::kOk
+                           : IsIoError(s)                      ? ChunkVerdict::kError
                            : s.code() == StatusCode::kDataLoss ? ChunkVerdict::kCorrupt
                            : s.code() == StatusCode::kNotFound ? ChunkVerdict::kMissing
                                                                : ChunkVerdict::kError;
@@ -666,7 +668,16 @@ void ReportFailedChunk(const datastore::Datastore& store, const VerifyOptions& o
     ++report->snapshots[snap].errors;
   }
   const crypto::Digest& id = c.uses[first].id;
-  if (s.code() == StatusCode::kDataLoss && options.quarantine && options.source == nullptr) {
+  if (IsIoError(s)) {
+    // Not proof of damage: the stored bytes may be intact (the disk may
+    // read them on a retry, or after a repair), and a rename is one more
+    // write to a failing disk. The chunk stays where it is, its snapshots
+    // fail this run and the next verify reads it again; a backup of the
+    // same data writes a good copy over it (LocalChunkStore::Insert).
+    s = Status(s.code(), fmt::format("{} (an I/O error: left in place, not quarantined)",
+                                     s.message()));
+  } else if (s.code() == StatusCode::kDataLoss && options.quarantine &&
+             options.source == nullptr) {
     auto moved = store.QuarantineChunk(id);
     if (moved.ok()) {
       s = Status(s.code(), fmt::format("{}; quarantined as {}", s.message(), *moved));

@@ -248,6 +248,10 @@ TEST_F(IoErrorCliTest, ServerWithAnUnreadableChunkAnswersAClearErrorAndStaysUp) 
                        "--role", "reader"});
   ASSERT_EQ(t.exit_code, kExitOk) << t.Describe();
   const std::string token = t.out.substr(0, t.out.find('\n'));
+  t = Cairn({"token", "create", "verifier1", "--state-dir", state, "--store", "main", "--role",
+             "verify"});
+  ASSERT_EQ(t.exit_code, kExitOk) << t.Describe();
+  const std::string verifier = t.out.substr(0, t.out.find('\n'));
   const std::string& id = ids_[1];
   // ServerProcess passes the test's environment on to the server: set the
   // hook for its start only.
@@ -259,9 +263,14 @@ TEST_F(IoErrorCliTest, ServerWithAnUnreadableChunkAnswersAClearErrorAndStaysUp) 
   ASSERT_GT(server.port(), 0);
   const std::string host = "127.0.0.1:" + std::to_string(server.port());
   const std::string url = "https://" + host + "/main";
-  RunOptions client;
-  client.env = {"CAIRN_CACHE_DIR=" + Path("cache"), "CAIRN_TRUSTED_SERVERS=" + Path("servers"),
-                "CAIRN_TOKEN=" + token, "CAIRN_FINGERPRINT=" + server.fingerprint()};
+  // A client with its own cache, as `who`.
+  auto as = [&](const std::string& who) {
+    RunOptions o;
+    o.env = {"CAIRN_CACHE_DIR=" + Path("cache"), "CAIRN_TRUSTED_SERVERS=" + Path("servers"),
+             "CAIRN_TOKEN=" + who, "CAIRN_FINGERPRINT=" + server.fingerprint()};
+    return o;
+  };
+  const RunOptions client = as(token);
 
   RunResult r = RunCairn({"restore", "-r", url, snap_, "disk0.img", Path("restored.raw")}, client);
   EXPECT_FALSE(r.killed()) << r.Describe();
@@ -279,6 +288,12 @@ TEST_F(IoErrorCliTest, ServerWithAnUnreadableChunkAnswersAClearErrorAndStaysUp) 
   r = RunCairn({"verify", "-r", url, snap_}, client);
   EXPECT_EQ(r.exit_code, kExitCorruption) << r.Describe();
   EXPECT_TRUE(Contains(r.out + r.err, id)) << r.Describe();
+  // The server's own verify task finds it too, and leaves it in place (the
+  // store is compared below).
+  r = RunCairn({"verify", "-r", url, "--on-server"}, as(verifier));
+  EXPECT_EQ(r.exit_code, kExitCorruption) << r.Describe();
+  EXPECT_TRUE(Contains(r.out + r.err, id)) << r.Describe();
+  EXPECT_TRUE(Contains(r.out + r.err, "not quarantined")) << r.Describe();
   EXPECT_TRUE(server.alive()) << ReadFile(Path("server.err"));
   EXPECT_EQ(server.Stop(), 0) << ReadFile(Path("server.err"));
 

@@ -28,6 +28,7 @@ add_executable(cairn_integration_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_corruption_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_crash_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_full_disk_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_io_error_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_kill.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_kill_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/cli_server_kill_test.cc

@@ -27,7 +27,11 @@ std::optional<DedupBase> DedupBase::Open(const datastore::Datastore& store,
              prev.ToString());
     return std::nullopt;
   }
-  if (!manifest.ok()) return std::nullopt;
+  if (!manifest.ok()) {
+    log.Warn("cannot use {} as dedup base (every file is read again): {}", prev.ToString(),
+             manifest.status().ToString());
+    return std::nullopt;
+  }
   return DedupBase(prev, std::move(*manifest));
 }
 

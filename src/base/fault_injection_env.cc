@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "base/io_error.h"
+
 namespace cairn {
 namespace {
 
@@ -77,7 +79,7 @@ Status FaultInjectionEnv::CheckRead(const std::string& path) {
   }
   std::lock_guard lock(mu_);
   if (!read_fail_pattern_.empty() && path.find(read_fail_pattern_) != std::string::npos) {
-    return DataLossError(fmt::format("read {}: Input/output error (injected)", path));
+    return DataLossError(fmt::format("read {}: {} (injected)", path, kIoErrorText));
   }
   return Status::Ok();
 }

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -20,12 +21,18 @@ namespace cairn {
 class FaultInjectionEnv final : public EnvWrapper {
  public:
   explicit FaultInjectionEnv(Env* target) : EnvWrapper(target) {}
+  // Owns its target (the cairn binary's test hook wraps the process's Env:
+  // cli/cli_util.h, NewProcessEnv).
+  explicit FaultInjectionEnv(std::unique_ptr<Env> owned)
+      : EnvWrapper(owned.get()), owned_(std::move(owned)) {}
 
   // Writes fail with ResourceExhausted ("No space left on device") once
   // `bytes` more bytes have been written through this Env. <0 disables.
   void SetWriteBudget(int64_t bytes) { write_budget_.store(bytes); }
-  // Reads of files whose path contains `pattern` fail with DataLoss (EIO).
-  // Empty disables.
+  // Reads (ReadAt, i.e. pread) of files whose path contains `pattern` fail
+  // with DataLoss "read PATH: Input/output error (injected)", as a real EIO
+  // does through PosixEnv (IsIoError is true for both). Opens, Stat and
+  // writes still work, as on a disk with a bad sector. Empty disables.
   void FailReadsMatching(std::string pattern);
   // Every ReadAt sleeps this long first.
   void SetReadLatencyMicros(int64_t micros) { read_latency_us_.store(micros); }
@@ -44,6 +51,7 @@ class FaultInjectionEnv final : public EnvWrapper {
   Status CheckRead(const std::string& path);
 
  private:
+  std::unique_ptr<Env> owned_;  // null unless constructed owning
   std::atomic<int64_t> write_budget_{-1};
   std::atomic<uint64_t> bytes_written_{0};
   std::atomic<int64_t> read_latency_us_{0};

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "base/io_error.h"
+
 namespace cairn {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -102,7 +104,7 @@ Status ErrnoToStatus(int err, std::string_view what) {
     case EBUSY:
       return UnavailableError(std::move(msg));
     case EIO:
-      return DataLossError(std::move(msg));
+      return DataLossError(fmt::format("{}: {}", what, kIoErrorText));
     default:
       return UnknownError(std::move(msg));
   }

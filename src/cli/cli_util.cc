@@ -12,7 +12,9 @@
 
 #include <fmt/format.h>
 
+#include "base/fault_injection_env.h"
 #include "cli/progress_bar.h"
+#include "cli/process_env.h"
 #include "net/tls.h"
 #include "pipeline/bottleneck_json.h"
 #include "remote/remote_api.h"
@@ -20,6 +22,14 @@
 #include "store/injecting_source.h"
 
 namespace cairn::cli {
+
+std::unique_ptr<Env> NewProcessEnv() {
+  const char* pattern = std::getenv(kReadEioVariable);
+  if (pattern == nullptr || *pattern == '\0') return NewPosixEnv();
+  auto env = std::make_unique<FaultInjectionEnv>(NewPosixEnv());
+  env->FailReadsMatching(pattern);
+  return env;
+}
 
 int ExitCodeFor(const Status& s) {
   switch (s.code()) {
@@ -94,7 +104,7 @@ Result<std::unique_ptr<datastore::Datastore>> OpenRepoAt(Context& ctx) {
     CAIRN_ASSIGN_OR_RETURN(s3store::S3Location location, ResolveS3(ctx, ctx.repo));
     auto opened = s3store::OpenS3Datastore(std::move(ctx.env), location, remote::CacheRoot());
     if (!opened.ok()) {
-      ctx.env = NewPosixEnv();
+      ctx.env = NewProcessEnv();
       return opened.status();
     }
     ctx.env = std::move(opened->env);

@@ -26,6 +26,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/cmd_sync.h"
+#include "cli/process_env.h"
 #include "net/http_server.h"
 #include "net/tls.h"
 #include "server/api.h"
@@ -160,7 +161,7 @@ Status Serve(Context& ctx, const ServeArgs& args) {
       auto location = ResolveS3(ctx, path);
       if (!location.ok()) return location.status().WithContext(fmt::format("datastore '{}'", name));
       auto opened =
-          s3store::OpenS3Datastore(NewPosixEnv(), *location, JoinPath(config.state_dir, "cache"));
+          s3store::OpenS3Datastore(NewProcessEnv(), *location, JoinPath(config.state_dir, "cache"));
       if (!opened.ok()) return opened.status().WithContext(fmt::format("datastore '{}'", name));
       store_envs.push_back(std::move(opened->env));
       store = std::move(opened->store);

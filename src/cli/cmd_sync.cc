@@ -13,6 +13,7 @@
 
 #include "base/rate_limiter.h"
 #include "cli/cmd_sync.h"
+#include "cli/process_env.h"
 #include "cli/progress_bar.h"
 #include "remote/remote_backend.h"
 #include "sync/sync.h"
@@ -41,7 +42,7 @@ struct SyncArgs {
 std::unique_ptr<Context> SideContext(const Context& ctx, const std::string& repo,
                                      const std::string& token, const std::string& fingerprint) {
   auto side = std::make_unique<Context>();
-  side->env = NewPosixEnv();
+  side->env = NewProcessEnv();
   side->logger = NewNullLogger();
   side->repo = repo;
   side->token = token.empty() ? ctx.token : token;

@@ -135,7 +135,7 @@ failure (the message on stderr says what, where and why)
 usage error: a bad option, argument or config file
 .TP
 .B 3
-corruption found (verify, restore)
+corruption found, or stored data the disk cannot read (an I/O error) (verify, restore)
 .TP
 .B 10
 the repository does not exist (no datastore at the path, no such bucket, or no such store on the server)

@@ -2,6 +2,7 @@
 // main() builds the defaults (Env, logger), registers one verb per file and
 // maps the outcome to an exit code (cli_util.h: 0 ok, 1 failure, 2 usage,
 // 3 corruption, 10 no repository, 11 locked, 12 wrong passphrase or key).
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/cmd_task.h"
+#include "cli/process_env.h"
 
 namespace cairn::cli {
 
@@ -43,8 +45,12 @@ void RegisterAll(CLI::App& app, Context& ctx) {
 
 int RunCommandLine(const std::vector<std::string>& args) {
   Context ctx;
-  ctx.env = NewPosixEnv();
+  ctx.env = NewProcessEnv();
   ctx.logger = NewStderrLogger(LogLevel::kInfo);
+  if (const char* eio = std::getenv(kReadEioVariable); eio != nullptr && *eio != '\0') {
+    ctx.logger->Warn("test hook {}={}: every read of a file whose path contains it fails with EIO",
+                     kReadEioVariable, eio);
+  }
   CLI::App app{kDescription, "cairn"};
   RegisterAll(app, ctx);
   // CLI11 takes the arguments in reverse order.

@@ -231,9 +231,14 @@ TEST_F(IoErrorTest, UnreadableChunkIsCorruptionAndHealsWithTheNextBackup) {
   ASSERT_EQ(report->problems.size(), 1u);
   EXPECT_TRUE(Contains(report->problems[0].what, hex.substr(0, 8))) << report->problems[0].what;
   EXPECT_TRUE(Contains(report->problems[0].error, "Input/output error"));
+  EXPECT_TRUE(Contains(report->problems[0].error, "not quarantined"));
   EXPECT_FALSE(report->snapshots[0].ok);
+  // An I/O error proves nothing about the bytes: the chunk stays in place.
+  const std::string path = store_->chunks().ChunkPath(FirstImageChunk(kT1));
+  EXPECT_TRUE(posix_->Stat(path).ok()) << path;
+  EXPECT_FALSE(posix_->Stat(path + ".bad").ok()) << path;
 
-  // The chunk was moved aside; the next backup of the same data stores it again.
+  // Readable again: the next backup and every snapshot work.
   env_.FailReadsMatching("");
   CAIRN_ASSERT_OK(Backup(kT2));
   ExpectIntact({kT1, kT2});

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/io_error.h"
 #include "protocol/chunk_frames.h"
 
 namespace cairn::remote {
@@ -253,9 +254,17 @@ Status RemoteChunkSource::FetchBatch(std::unique_ptr<net::HttpConnection>* conne
           ++stats_.chunks;
         }
         if (status == protocol::kFrameOk) return p.done(Status::Ok(), p.out);
-        std::string where = fmt::format("{}: chunk {}: {}", where_from, crypto::DigestHex(p.id),
-                                        AsStringView(payload.span()));
-        p.done(status == protocol::kFrameNotFound ? NotFoundError(where) : UnavailableError(where),
+        const std::string hex = crypto::DigestHex(p.id);
+        const std::string_view text = AsStringView(payload.span());
+        std::string where = text.starts_with("chunk " + hex)
+                                ? fmt::format("{}: {}", where_from, text)
+                                : fmt::format("{}: chunk {}: {}", where_from, hex, text);
+        // The server's disk could not read it (EIO): what a local read of
+        // it gives (DataLoss, exit 3), not a failure of the connection.
+        const bool io_error = text.find(kIoErrorText) != std::string_view::npos;
+        p.done(status == protocol::kFrameNotFound ? NotFoundError(where)
+               : io_error                          ? DataLossError(where)
+                                                   : UnavailableError(where),
                p.out);
       },
       [&](size_t index, uint8_t status) -> ReadBuffer* {

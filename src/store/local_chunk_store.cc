@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "base/io_error.h"
 #include "blob/blob.h"
 
 namespace cairn::store {
@@ -201,8 +202,13 @@ Result<bool> LocalChunkStore::IsWhole(const std::string& path, uint64_t size) co
     return file.status();
   }
   uint8_t header[blob::kHeaderSize];
-  CAIRN_ASSIGN_OR_RETURN(size_t n, (*file)->ReadAt(0, header));
-  auto declared = blob::DeclaredLength(ByteSpan(header, n));
+  auto n = (*file)->ReadAt(0, header);
+  // A file the disk cannot read (EIO) is no usable chunk either: an insert
+  // of the chunk writes a good copy over it (a bad sector heals with the
+  // next backup, while verify leaves an unreadable chunk where it is).
+  if (!n.ok() && IsIoError(n.status())) return false;
+  CAIRN_RETURN_IF_ERROR(n.status());
+  auto declared = blob::DeclaredLength(ByteSpan(header, *n));
   return declared.ok() && *declared == size;
 }
 

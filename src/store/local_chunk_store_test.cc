@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -10,6 +11,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "base/fault_injection_env.h"
+#include "base/io_error.h"
 #include "blob/blob.h"
 #include "tests/unit_test_util.h"
 
@@ -284,6 +287,41 @@ TEST_F(LocalChunkStoreTest, ChunkFileCutShortIsATornInsert) {
     CAIRN_ASSERT_OK(whole);
     EXPECT_TRUE(*whole);
   }
+}
+
+TEST_F(LocalChunkStoreTest, UnreadableChunkIsReplacedByTheNextInsert) {
+  // A bad sector under a stored chunk: reads fail with EIO. Read says so;
+  // Contains says absent, so an insert of the chunk writes a good copy over
+  // it (verify leaves such a chunk in place: verify/verify.cc).
+  auto [id, stored] = MakeChunk(9, 5000);
+  CAIRN_ASSERT_OK(store_->Insert(id, stored));
+  FaultInjectionEnv faulty(env_.get());
+  auto over = LocalChunkStore::Open(faulty, dir_.path());
+  CAIRN_ASSERT_OK(over);
+  const std::string path = store_->ChunkPath(id);
+  faulty.FailReadsMatching(crypto::DigestHex(id));
+  auto read = (*over)->Read(id);
+  EXPECT_TRUE(IsIoError(read.status())) << read.status().ToString();
+  EXPECT_NE(read.status().message().find(crypto::DigestHex(id)), std::string_view::npos);
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  auto present = (*over)->Contains(id);
+  CAIRN_ASSERT_OK(present);
+  EXPECT_FALSE(*present);
+  auto ins = (*over)->Insert(id, stored);
+  CAIRN_ASSERT_OK(ins);
+  EXPECT_TRUE(ins->inserted);
+  struct stat after {};
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  EXPECT_NE(after.st_ino, before.st_ino);  // a new file took its place
+  faulty.FailReadsMatching("");
+  auto again = (*over)->Read(id);
+  CAIRN_ASSERT_OK(again);
+  EXPECT_EQ(*again, stored);
+  // Other read errors still fail the insert rather than replace anything.
+  EXPECT_FALSE(IsIoError(DataLossError("chunk x: CRC mismatch")));
+  EXPECT_FALSE(IsIoError(UnavailableError("read x: Input/output error")));
+  EXPECT_TRUE(IsIoError(ErrnoToStatus(EIO, "read x")));
 }
 
 TEST_F(LocalChunkStoreTest, StaleTemporaryWithOurPidIsNotTheChunk) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <span>
 
+#include "base/io_error.h"
 #include "blob/blob.h"
 #include "pipeline/fetch_pipeline.h"
 #include "restore/chunk_read.h"
@@ -54,6 +55,7 @@ class LedgerWriter {
   void Add(const crypto::Digest& id, int64_t time, const Status& s) {
     if (ledger_ == nullptr) return;
     ChunkVerdict verdict = s.ok()                              ? ChunkVerdict::kOk
+                           : IsIoError(s)                      ? ChunkVerdict::kError
                            : s.code() == StatusCode::kDataLoss ? ChunkVerdict::kCorrupt
                            : s.code() == StatusCode::kNotFound ? ChunkVerdict::kMissing
                                                                : ChunkVerdict::kError;

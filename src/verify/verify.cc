@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "base/io_error.h"
 #include "store/local_chunk_store.h"
 #include "verify/ledger.h"
 #include "verify/verify_detail.h"
@@ -359,7 +360,16 @@ void ReportFailedChunk(const datastore::Datastore& store, const VerifyOptions& o
     ++report->snapshots[snap].errors;
   }
   const crypto::Digest& id = c.uses[first].id;
-  if (s.code() == StatusCode::kDataLoss && options.quarantine && options.source == nullptr) {
+  if (IsIoError(s)) {
+    // Not proof of damage: the stored bytes may be intact (the disk may
+    // read them on a retry, or after a repair), and a rename is one more
+    // write to a failing disk. The chunk stays where it is, its snapshots
+    // fail this run and the next verify reads it again; a backup of the
+    // same data writes a good copy over it (LocalChunkStore::Insert).
+    s = Status(s.code(), fmt::format("{} (an I/O error: left in place, not quarantined)",
+                                     s.message()));
+  } else if (s.code() == StatusCode::kDataLoss && options.quarantine &&
+             options.source == nullptr) {
     auto moved = store.QuarantineChunk(id);
     if (moved.ok()) {
       s = Status(s.code(), fmt::format("{}; quarantined as {}", s.message(), *moved));

@@ -27,6 +27,10 @@ class FaultInjectionEnv final : public EnvWrapper {
   // Reads of files whose path contains `pattern` fail with DataLoss (EIO).
   // Empty disables.
   void FailReadsMatching(std::string pattern);
+  // Creating a file, directory, symlink, node or hard link through a Dir
+  // (OpenDir) at a path containing `pattern` fails with DataLoss (EIO).
+  // Empty disables.
+  void FailCreatesMatching(std::string pattern);
   // Every ReadAt sleeps this long first.
   void SetReadLatencyMicros(int64_t micros) { read_latency_us_.store(micros); }
   // Every WriteAt and Append sleeps this long first.
@@ -38,10 +42,14 @@ class FaultInjectionEnv final : public EnvWrapper {
   Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) override;
   Result<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path,
                                                      OpenMode mode) override;
+  // Directories whose files, reads, writes and creations are all subject to
+  // the settings above.
+  Result<std::unique_ptr<Dir>> OpenDir(const std::string& path) override;
 
   // Internal, used by the wrapped files.
   Status ChargeWrite(const std::string& path, size_t bytes);
   Status CheckRead(const std::string& path);
+  Status CheckCreate(const std::string& path);
 
  private:
   std::atomic<int64_t> write_budget_{-1};
@@ -50,6 +58,7 @@ class FaultInjectionEnv final : public EnvWrapper {
   std::atomic<int64_t> write_latency_us_{0};
   std::mutex mu_;
   std::string read_fail_pattern_;  // GUARDED_BY(mu_)
+  std::string create_fail_pattern_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace cairn

@@ -140,7 +140,9 @@ std::string Shown(const Entry& e) { return e.path.empty() ? std::string(".") : e
 template <typename Setter>
 Status Apply(Setter& set, const Entry& e, const ApplyOptions& options,
              std::vector<std::string>* warnings) {
-  if (options.owner && ::geteuid() == 0) {
+  // The effective uid, read once: tree restore applies metadata per file.
+  static const bool as_root = ::geteuid() == 0;
+  if (options.owner && as_root) {
     uint32_t uid = e.uid, gid = e.gid;
     if (options.by_name) {
       if (auto u = e.user.empty() ? std::nullopt : UidOf(e.user)) uid = *u;

@@ -499,6 +499,18 @@ void TreeRestorer::Warn(std::string message) {
   stats_.warnings.push_back(std::move(message));
 }
 
+// `opened` when it is an empty directory.
+Result<std::unique_ptr<Dir>> CheckEmpty(Result<std::unique_ptr<Dir>> opened,
+                                        const std::string& dir) {
+  if (!opened.ok()) return opened;
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, (*opened)->List());
+  if (!names.empty()) {
+    return AlreadyExistsError(fmt::format(
+        "target {} is not empty; a tree restores into a new or empty directory only", dir));
+  }
+  return opened;
+}
+
 // Creates `dir` (owner-only) or accepts an existing empty directory, and
 // opens it. `created` tells whether it was created here.
 Result<std::unique_ptr<Dir>> OpenTarget(Env& env, const std::string& dir, bool* created) {
@@ -506,7 +518,7 @@ Result<std::unique_ptr<Dir>> OpenTarget(Env& env, const std::string& dir, bool* 
   std::string_view trimmed = dir;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.remove_suffix(1);
   const std::string name(BaseName(trimmed));
-  if (name.empty()) return env.OpenDir(dir);  // "/": never empty, refused below
+  if (name.empty()) return CheckEmpty(env.OpenDir(dir), dir);  // "/"
   const std::string up =
       trimmed.size() > name.size() ? std::string(trimmed.substr(0, trimmed.size() - name.size()))
                                    : std::string(".");
@@ -534,13 +546,7 @@ Result<std::unique_ptr<Dir>> OpenTarget(Env& env, const std::string& dir, bool* 
     }
     return opened.status().WithContext(fmt::format("open target directory {}", dir));
   }
-  if (*created) return opened;
-  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, (*opened)->List());
-  if (!names.empty()) {
-    return AlreadyExistsError(fmt::format(
-        "target {} is not empty; a tree restores into a new or empty directory only", dir));
-  }
-  return opened;
+  return *created ? std::move(opened) : CheckEmpty(std::move(opened), dir);
 }
 
 }  // namespace

@@ -449,7 +449,11 @@ TEST_F(TreeRestoreTest, TargetMustBeNewOrEmpty) {
 
   const std::string empty = dir_.Join("empty");
   ASSERT_EQ(::mkdir(empty.c_str(), 0700), 0);
-  CAIRN_ASSERT_OK(Restore(empty));
+  ASSERT_EQ(::symlink(empty.c_str(), dir_.Join("link").c_str()), 0);
+  auto via_link = Restore(dir_.Join("link"));
+  EXPECT_EQ(CodeOf(via_link), StatusCode::kInvalidArgument) << via_link.status().ToString();
+  EXPECT_NE(via_link.status().message().find("is a symlink"), std::string::npos);
+  CAIRN_ASSERT_OK(Restore(empty + "/"));
   EXPECT_EQ(test_util::ReadFileOrFail(empty + "/f"), B("data"));
 }
 

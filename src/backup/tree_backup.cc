@@ -1,16 +1,11 @@
 #include "backup/tree_backup.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -24,7 +19,6 @@
 #include "pipeline/bounded_queue.h"
 #include "pipeline/buffer_pool.h"
 #include "pipeline/worker_group.h"
-#include "base/unique_fd.h"
 #include "tree/fs_meta.h"
 #include "tree/tree_format.h"
 
@@ -37,8 +31,8 @@ using tree::EntryKind;
 // Bytes read from a file per call, straight into the chunk being built.
 constexpr size_t kReadSize = size_t{1} << 20;
 // Walked entries queued ahead of the chunker (each regular file to read
-// holds an open fd with readahead requested, so the kernel reads upcoming
-// files while the chunker works on this one).
+// is open with readahead requested (Dir::OpenFile), so the kernel reads
+// upcoming files while the chunker works on this one).
 constexpr size_t kWalkQueue = 256;
 
 int64_t Nanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
@@ -124,7 +118,7 @@ class PreviousTree {
 struct WalkItem {
   enum class Type { kBeginDir, kEndDir, kEntry } type = Type::kEntry;
   Entry entry;
-  UniqueFd fd;                  // a regular file to read
+  std::unique_ptr<ReadableFile> file;  // a regular file to read
   struct stat st {};      // as walked, for change detection
   bool reuse = false;     // unchanged: reuse the previous payload range
   uint64_t old_offset = 0;
@@ -143,6 +137,7 @@ class TreeJob {
   TreeJob(const datastore::Datastore& store, const TreeBackupOptions& options,
           std::unique_ptr<PreviousTree> prev, TreeStats* stats)
       : options_(options),
+        env_(options.env != nullptr ? *options.env : store.env()),
         log_(*options.logger),
         prev_(std::move(prev)),
         stats_(*stats),
@@ -159,20 +154,18 @@ class TreeJob {
 
   Status Run(const std::string& source_dir, index::DynamicIndex* meta, index::DynamicIndex* data) {
     RaiseFileLimit();
-    struct stat root_st {};
-    if (::stat(source_dir.c_str(), &root_st) != 0) {
-      return ErrnoToStatus(errno, fmt::format("cannot back up {}", source_dir));
-    }
-    if (!S_ISDIR(root_st.st_mode)) {
+    auto info = env_.Stat(source_dir);
+    if (!info.ok()) return info.status().WithContext(fmt::format("cannot back up {}", source_dir));
+    if (!info->is_dir) {
       return InvalidArgumentError(fmt::format(
           "{} is not a directory; a .tree archive backs up a directory (use NAME.img for a "
           "file or device)",
           source_dir));
     }
-    UniqueFd root(::open(source_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (root.get() < 0) return ErrnoToStatus(errno, fmt::format("cannot open {}", source_dir));
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Dir> root, env_.OpenDir(source_dir));
+    CAIRN_ASSIGN_OR_RETURN(struct stat root_st, root->Lstat(""));
     CAIRN_ASSIGN_OR_RETURN(Entry root_entry,
-                           tree::CaptureEntry(AT_FDCWD, source_dir, "", root_st, options_.xattrs));
+                           tree::CaptureEntry(*root, "", "", root_st, options_.xattrs));
     root_entry.name.clear();
     root_entry.path.clear();
 
@@ -181,7 +174,7 @@ class TreeJob {
       chunk_queue_.Cancel();
     });
     group.Start(1, [&](int) -> Status {
-      Status s = Walk(root.get(), root_entry, root_st);
+      Status s = WalkDir(*root, root_entry, root_st.st_dev, 0);
       walk_queue_.Close();
       return s;
     });
@@ -259,34 +252,14 @@ class TreeJob {
 
   // ---- walker thread ----
 
-  Status Walk(int root_fd, const Entry& root_entry, const struct stat& root_st) {
-    return WalkDir(root_fd, root_entry, root_st.st_dev, 0);
-  }
-
-  Result<std::vector<std::string>> ReadNames(int dirfd, const std::string& path) {
-    int fd = ::dup(dirfd);
-    if (fd < 0) return ErrnoToStatus(errno, fmt::format("cannot read directory /{}", path));
-    DIR* dir = ::fdopendir(fd);
-    if (dir == nullptr) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoToStatus(err, fmt::format("cannot read directory /{}", path));
-    }
-    ::rewinddir(dir);
-    std::vector<std::string> names;
-    errno = 0;
-    while (struct dirent* d = ::readdir(dir)) {
-      if (std::strcmp(d->d_name, ".") == 0 || std::strcmp(d->d_name, "..") == 0) continue;
-      names.emplace_back(d->d_name);
-    }
-    int err = errno;
-    ::closedir(dir);
-    if (err != 0) return ErrnoToStatus(err, fmt::format("cannot read directory /{}", path));
+  // Entry names of `dir`, sorted (the order of the metadata stream).
+  static Result<std::vector<std::string>> ReadNames(Dir& dir) {
+    CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, dir.List());
     std::sort(names.begin(), names.end());
     return names;
   }
 
-  Status WalkDir(int dirfd, const Entry& dir_entry, dev_t dev, size_t depth) {
+  Status WalkDir(Dir& dir, const Entry& dir_entry, dev_t dev, size_t depth) {
     if (depth >= tree::kMaxDepth) {
       return InvalidArgumentError(
           fmt::format("/{}: deeper than {} levels", dir_entry.path, tree::kMaxDepth));
@@ -297,7 +270,7 @@ class TreeJob {
     if (!Push(std::move(begin))) return Cancelled();
     auto names = [&] {
       pipeline::StageTimer busy(meter_, pipeline::Stage::kMetadata);
-      return ReadNames(dirfd, dir_entry.path);
+      return ReadNames(dir);
     }();
     if (!names.ok()) {
       Skip(fmt::format("skipped the contents of /{}: {}", dir_entry.path,
@@ -314,17 +287,20 @@ class TreeJob {
         continue;
       }
       if (Excluded(path, name)) continue;
-      struct stat st {};
-      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        if (errno == ENOENT) continue;  // removed since the directory was read
-        Skip(fmt::format("skipped /{}: {}", path, std::strerror(errno)));
+      auto lstat = dir.Lstat(name);
+      if (!lstat.ok()) {
+        // NotFound: removed since the directory was read.
+        if (lstat.status().code() != StatusCode::kNotFound) {
+          Skip(fmt::format("skipped /{}: {}", path, lstat.status().message()));
+        }
         continue;
       }
+      const struct stat& st = *lstat;
       if (S_ISSOCK(st.st_mode)) {
         Skip(fmt::format("skipped socket /{}", path));
         continue;
       }
-      auto captured = tree::CaptureEntry(dirfd, name, path, st, options_.xattrs);
+      auto captured = tree::CaptureEntry(dir, name, path, st, options_.xattrs);
       if (!captured.ok()) {
         Skip(fmt::format("skipped /{}: {}", path, captured.status().message()));
         continue;
@@ -345,13 +321,13 @@ class TreeJob {
           if (!Push(std::move(b)) || !Push(std::move(end))) return Cancelled();
           continue;
         }
-        UniqueFd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (sub.get() < 0) {
-          Skip(fmt::format("skipped directory /{}: {}", path, std::strerror(errno)));
+        auto sub = dir.OpenDir(name);
+        if (!sub.ok()) {
+          Skip(fmt::format("skipped directory /{}: {}", path, sub.status().message()));
           continue;
         }
         busy.reset();
-        CAIRN_RETURN_IF_ERROR(WalkDir(sub.get(), e, st.st_dev, depth + 1));
+        CAIRN_RETURN_IF_ERROR(WalkDir(**sub, e, st.st_dev, depth + 1));
         continue;
       }
       WalkItem item;
@@ -382,16 +358,13 @@ class TreeJob {
           item.reuse = true;
           item.old_offset = old->payload_offset;
         } else if (st.st_size > 0) {
-          int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-          if (fd < 0 && errno == EPERM) {
-            fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-          }
-          if (fd < 0) {
-            Skip(fmt::format("skipped /{}: {}", path, std::strerror(errno)));
+          // Unreadable (EACCES, ...): a warning and the file skipped.
+          auto file = dir.OpenFile(name);
+          if (!file.ok()) {
+            Skip(fmt::format("skipped /{}: {}", path, file.status().message()));
             continue;
           }
-          item.fd = UniqueFd(fd);
-          ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+          item.file = std::move(*file);
         }
       }
       item.entry = std::move(e);
@@ -441,7 +414,7 @@ class TreeJob {
       last_file_end_ = e.payload_offset + e.size;
       return Status::Ok();
     }
-    if (item.fd.get() < 0) {  // empty: where the previous file ended (offsets never go back)
+    if (item.file == nullptr) {  // empty: where the previous file ended (offsets never go back)
       e.size = 0;
       e.payload_offset = last_file_end_;
       return Status::Ok();
@@ -454,39 +427,34 @@ class TreeJob {
       size_t n = static_cast<size_t>(std::min<uint64_t>(kReadSize, want - done));
       size_t old = data_.cur.size();
       data_.cur.resize(old + n);
-      ssize_t got;
-      {
+      Result<size_t> got = [&] {
         pipeline::StageTimer reading(meter_, pipeline::Stage::kSourceReads);
-        got = ::pread(item.fd.get(), data_.cur.data() + old, n, static_cast<off_t>(done));
-      }
-      if (got < 0) {
-        if (errno == EINTR) {
-          data_.cur.resize(old);
-          continue;
-        }
-        int err = errno;
+        return item.file->ReadAt(done, std::span<uint8_t>(data_.cur.data() + old, n));
+      }();
+      if (!got.ok()) {
+        // A file that fails while it is read (EIO) fails the backup: what
+        // would be stored is not what the file holds.
         data_.cur.resize(old);
-        return ErrnoToStatus(err, fmt::format("reading /{}", e.path));
+        return got.status().WithContext(fmt::format("reading /{}", e.path));
       }
-      data_.cur.resize(old + static_cast<size_t>(got));
-      if (got == 0) {
+      data_.cur.resize(old + *got);
+      done += *got;
+      CAIRN_RETURN_IF_ERROR(Scan(data_, old));
+      if (*got < n) {
         changed = true;  // shorter than when it was walked
         break;
       }
-      done += static_cast<uint64_t>(got);
-      CAIRN_RETURN_IF_ERROR(Scan(data_, old));
     }
-    struct stat after {};
-    if (::fstat(item.fd.get(), &after) == 0 &&
-        (after.st_size != item.st.st_size || Nanos(after.st_mtim) != Nanos(item.st.st_mtim) ||
-         Nanos(after.st_ctim) != Nanos(item.st.st_ctim))) {
+    auto after = item.file->Stat();
+    if (after.ok() && (after->size != want || after->mtime_ns != Nanos(item.st.st_mtim) ||
+                       after->ctime_ns != Nanos(item.st.st_ctim))) {
       changed = true;
     }
     if (changed) {
       stats_.changed++;
       log_.Warn("/{} changed while it was read; stored {} bytes as read", e.path, done);
     }
-    item.fd.Reset();
+    item.file.reset();
     e.size = done;
     last_file_end_ = e.payload_offset + done;
     stats_.bytes += done;
@@ -595,6 +563,7 @@ class TreeJob {
   static constexpr size_t kNone = ~size_t{0};
 
   const TreeBackupOptions& options_;
+  Env& env_;
   Logger& log_;
   std::unique_ptr<PreviousTree> prev_;  // walker thread only (Seek)
   TreeStats& stats_;                    // chunker thread, then Run

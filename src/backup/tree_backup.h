@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "backup/dedup_base.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "datastore/datastore.h"
 #include "datastore/snapshot_writer.h"
@@ -49,6 +50,9 @@ struct TreeBackupOptions {
   int readers = 0;  // files read in parallel; 0: automatic
   pipeline::Progress* progress = nullptr;
   Logger* logger = nullptr;  // REQUIRED: notes and warnings (sockets, changed files)
+  // Every file-system call of the walk and the reads goes through it (Dir);
+  // null: the datastore's Env.
+  Env* env = nullptr;
 };
 
 struct TreeStats {

@@ -26,6 +26,28 @@ Status ReadWhole(Env& env, const std::string& path, uint64_t max_size, Buffer* o
 
 }  // namespace
 
+Status WritableFile::SetOwner(uint32_t, uint32_t) {
+  return UnimplementedError(fmt::format("{}: has no owner to set", path()));
+}
+Status WritableFile::SetMode(uint32_t) {
+  return UnimplementedError(fmt::format("{}: has no mode to set", path()));
+}
+Status WritableFile::SetModTime(int64_t) {
+  return UnimplementedError(fmt::format("{}: has no modification time to set", path()));
+}
+Status WritableFile::SetXattr(const std::string&, std::string_view) {
+  return UnimplementedError(fmt::format("{}: has no xattrs", path()));
+}
+
+bool IsRefusedXattr(const Status& s) {
+  return s.code() == StatusCode::kUnimplemented || s.code() == StatusCode::kPermissionDenied;
+}
+
+Status DirWrapper::CreateHardlink(const std::string& n, Dir& from, const std::string& from_name) {
+  auto* wrapped = dynamic_cast<DirWrapper*>(&from);
+  return target_->CreateHardlink(n, wrapped != nullptr ? *wrapped->target() : from, from_name);
+}
+
 Result<Bytes> ReadWholeFile(Env& env, const std::string& path, uint64_t max_size) {
   Bytes data;
   CAIRN_RETURN_IF_ERROR(ReadWhole(env, path, max_size, &data));

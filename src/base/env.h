@@ -10,10 +10,13 @@
 // a WritableFile's WriteAt may be called concurrently for disjoint ranges.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/bytes.h"
@@ -30,6 +33,14 @@ struct FileInfo {
   uint64_t inode = 0;
   int64_t mtime_ns = 0;
   int64_t atime_ns = 0;  // garbage collection's "last used" time for chunks
+  int64_t ctime_ns = 0;  // inode change time (tree backup's change detection)
+};
+
+// One extended attribute (POSIX ACLs are the system.posix_acl_* ones).
+struct Xattr {
+  std::string name;   // "user.comment", "system.posix_acl_access", ...
+  std::string value;  // raw bytes
+  bool operator==(const Xattr&) const = default;
 };
 
 class ReadableFile {
@@ -40,6 +51,9 @@ class ReadableFile {
   virtual Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> buf) = 0;
   // Current size (file length or block-device size).
   virtual Result<uint64_t> Size() = 0;
+  // fstat of the open file: size, times, inode (Unimplemented where the
+  // file has no such thing).
+  virtual Result<FileInfo> Stat() { return UnimplementedError("stat of " + path()); }
   virtual const std::string& path() const = 0;
 };
 
@@ -63,7 +77,119 @@ class WritableFile {
   virtual Status Sync() = 0;
   virtual Status Close() = 0;  // idempotent
   virtual Result<FileInfo> Stat() = 0;
+  // Owner, mode (permission bits), modification time and xattrs of the open
+  // file, set through its descriptor (tree restore). Unimplemented where
+  // the file has none (stdout, object-store uploads). SetXattr: a refusal
+  // by the file system (no xattr support, EPERM/EACCES, too large) is
+  // Unimplemented or PermissionDenied; see IsRefusedXattr.
+  virtual Status SetOwner(uint32_t uid, uint32_t gid);
+  virtual Status SetMode(uint32_t mode);
+  virtual Status SetModTime(int64_t unix_nanos);
+  virtual Status SetXattr(const std::string& name, std::string_view value);
   virtual const std::string& path() const = 0;
+};
+
+// True for a SetXattr error that means "this file system or user may not
+// have that xattr" (a warning for restores), not a failing disk.
+bool IsRefusedXattr(const Status& s);
+
+// An open directory, for work on the entries in it (tree backup walks and
+// tree restore creates through these). Every `name` is one path component;
+// no call follows a symlink at `name` (the *at() calls with O_NOFOLLOW /
+// AT_SYMLINK_NOFOLLOW), so nothing outside the directory is reached. An
+// empty `name` means the directory itself (through its descriptor). Costs
+// the same system calls as the raw *at() calls. Errors name the path.
+//
+// Thread safety: calls on one Dir may come from several threads.
+class Dir {
+ public:
+  virtual ~Dir() = default;
+  virtual const std::string& path() const = 0;
+
+  // Entry names without "." and "..", unsorted.
+  virtual Result<std::vector<std::string>> List() = 0;
+  // lstat(2) of `name`: a symlink is described, not followed. NotFound when
+  // absent.
+  virtual Result<struct stat> Lstat(const std::string& name) = 0;
+  // The directory `name` (a symlink there is refused: NotFound/ELOOP).
+  virtual Result<std::unique_ptr<Dir>> OpenDir(const std::string& name) = 0;
+  // The regular file `name`, for reading whole: without updating its access
+  // time where the caller may, and with the kernel asked to read it ahead.
+  virtual Result<std::unique_ptr<ReadableFile>> OpenFile(const std::string& name) = 0;
+  // A new regular file `name` with permission bits `mode` (AlreadyExists
+  // when something is there).
+  virtual Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& name,
+                                                           uint32_t mode) = 0;
+  virtual Status CreateDir(const std::string& name, uint32_t mode) = 0;
+  virtual Status CreateSymlink(const std::string& name, const std::string& target) = 0;
+  // A fifo or device node: `mode` holds the type (S_IFIFO, S_IFCHR, S_IFBLK)
+  // and permission bits. Device nodes need privilege (PermissionDenied).
+  virtual Status CreateNode(const std::string& name, uint32_t mode, uint64_t rdev) = 0;
+  // A hard link `name` to `from_name` in `from` (a Dir of the same Env).
+  virtual Status CreateHardlink(const std::string& name, Dir& from,
+                                const std::string& from_name) = 0;
+  // The target of symlink `name`; `size_hint` (lstat's st_size) sizes the
+  // first attempt.
+  virtual Result<std::string> ReadLink(const std::string& name, size_t size_hint) = 0;
+  // The xattrs of `name` (of file type `type`, S_IFMT bits of its mode), in
+  // the order listed; empty when the file system has none.
+  virtual Result<std::vector<Xattr>> ReadXattrs(const std::string& name, uint32_t type) = 0;
+  // As WritableFile's setters, on `name` (never following a symlink; a
+  // symlink takes owner, times and xattrs only).
+  virtual Status SetOwner(const std::string& name, uint32_t uid, uint32_t gid) = 0;
+  virtual Status SetMode(const std::string& name, uint32_t mode) = 0;
+  virtual Status SetModTime(const std::string& name, int64_t unix_nanos) = 0;
+  virtual Status SetXattr(const std::string& name, const std::string& key,
+                          std::string_view value) = 0;
+};
+
+// Forwards every call to `target`, which it owns; the Dirs and files it
+// opens are the target's, unwrapped (override OpenDir etc. to wrap them).
+class DirWrapper : public Dir {
+ public:
+  explicit DirWrapper(std::unique_ptr<Dir> target) : target_(std::move(target)) {}
+  Dir* target() const { return target_.get(); }
+
+  const std::string& path() const override { return target_->path(); }
+  Result<std::vector<std::string>> List() override { return target_->List(); }
+  Result<struct stat> Lstat(const std::string& n) override { return target_->Lstat(n); }
+  Result<std::unique_ptr<Dir>> OpenDir(const std::string& n) override {
+    return target_->OpenDir(n);
+  }
+  Result<std::unique_ptr<ReadableFile>> OpenFile(const std::string& n) override {
+    return target_->OpenFile(n);
+  }
+  Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& n, uint32_t m) override {
+    return target_->CreateFile(n, m);
+  }
+  Status CreateDir(const std::string& n, uint32_t m) override { return target_->CreateDir(n, m); }
+  Status CreateSymlink(const std::string& n, const std::string& t) override {
+    return target_->CreateSymlink(n, t);
+  }
+  Status CreateNode(const std::string& n, uint32_t m, uint64_t rdev) override {
+    return target_->CreateNode(n, m, rdev);
+  }
+  // `from` is unwrapped one level when it is a DirWrapper too.
+  Status CreateHardlink(const std::string& n, Dir& from, const std::string& from_name) override;
+  Result<std::string> ReadLink(const std::string& n, size_t hint) override {
+    return target_->ReadLink(n, hint);
+  }
+  Result<std::vector<Xattr>> ReadXattrs(const std::string& n, uint32_t type) override {
+    return target_->ReadXattrs(n, type);
+  }
+  Status SetOwner(const std::string& n, uint32_t u, uint32_t g) override {
+    return target_->SetOwner(n, u, g);
+  }
+  Status SetMode(const std::string& n, uint32_t m) override { return target_->SetMode(n, m); }
+  Status SetModTime(const std::string& n, int64_t ns) override {
+    return target_->SetModTime(n, ns);
+  }
+  Status SetXattr(const std::string& n, const std::string& k, std::string_view v) override {
+    return target_->SetXattr(n, k, v);
+  }
+
+ private:
+  std::unique_ptr<Dir> target_;
 };
 
 // Held advisory lock (flock); released when destroyed or when the process
@@ -104,6 +230,9 @@ class Env {
   virtual Status CreateDir(const std::string& path) = 0;
   // Entry names without "." and "..", unsorted.
   virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
+  // The directory at `path` (a symlink there is followed), for work on its
+  // entries (Dir).
+  virtual Result<std::unique_ptr<Dir>> OpenDir(const std::string& path) = 0;
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
   // As Rename, but AlreadyExists instead of replacing an existing `to`.
   virtual Status RenameNoReplace(const std::string& from, const std::string& to) = 0;
@@ -150,6 +279,9 @@ class EnvWrapper : public Env {
   Status CreateDir(const std::string& p) override { return target_->CreateDir(p); }
   Result<std::vector<std::string>> ListDir(const std::string& p) override {
     return target_->ListDir(p);
+  }
+  Result<std::unique_ptr<Dir>> OpenDir(const std::string& p) override {
+    return target_->OpenDir(p);
   }
   Status Rename(const std::string& f, const std::string& t) override {
     return target_->Rename(f, t);

@@ -6,14 +6,17 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/env.h"
@@ -32,12 +35,58 @@ Status FdStat(int fd, const std::string& path, FileInfo* info) {
   info->inode = st.st_ino;
   info->mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
   info->atime_ns = int64_t{st.st_atim.tv_sec} * 1000000000 + st.st_atim.tv_nsec;
+  info->ctime_ns = int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec;
   if (info->is_block_device) {
     uint64_t bytes = 0;
     if (::ioctl(fd, BLKGETSIZE64, &bytes) != 0) {
       return ErrnoToStatus(errno, fmt::format("size of block device {}", path));
     }
     info->size = bytes;
+  }
+  return Status::Ok();
+}
+
+// An xattr call's error: the refusals of IsRefusedXattr (no support, too
+// large: Unimplemented; EPERM/EACCES: PermissionDenied) or the errno's own.
+Status XattrError(int err, const std::string& what) {
+  if (err == ENOTSUP || err == ENOSYS || err == E2BIG) {
+    return UnimplementedError(fmt::format("{}: {}", what, std::strerror(err)));
+  }
+  return ErrnoToStatus(err, what);
+}
+
+struct timespec TimeSpec(int64_t unix_nanos) {
+  struct timespec t;
+  t.tv_sec = static_cast<time_t>(unix_nanos / 1'000'000'000);
+  t.tv_nsec = static_cast<long>(unix_nanos % 1'000'000'000);
+  if (t.tv_nsec < 0) {  // before 1970: floor division
+    t.tv_nsec += 1'000'000'000;
+    --t.tv_sec;
+  }
+  return t;
+}
+
+// Owner, mode, mtime and xattrs through a descriptor (files and Dir "").
+Status FdSetOwner(int fd, const std::string& path, uint32_t uid, uint32_t gid) {
+  if (::fchown(fd, uid, gid) != 0) {
+    return ErrnoToStatus(errno, fmt::format("{}: chown {}:{}", path, uid, gid));
+  }
+  return Status::Ok();
+}
+Status FdSetMode(int fd, const std::string& path, uint32_t mode) {
+  if (::fchmod(fd, mode & 07777) != 0) {
+    return ErrnoToStatus(errno, fmt::format("{}: chmod {:o}", path, mode & 07777));
+  }
+  return Status::Ok();
+}
+Status FdSetModTime(int fd, const std::string& path, int64_t unix_nanos) {
+  struct timespec times[2] = {{0, UTIME_OMIT}, TimeSpec(unix_nanos)};
+  if (::futimens(fd, times) != 0) return ErrnoToStatus(errno, fmt::format("{}: set mtime", path));
+  return Status::Ok();
+}
+Status FdSetXattr(int fd, const std::string& path, const std::string& key, std::string_view v) {
+  if (::fsetxattr(fd, key.c_str(), v.data(), v.size(), 0) != 0) {
+    return XattrError(errno, fmt::format("{}: set xattr {}", path, key));
   }
   return Status::Ok();
 }
@@ -66,6 +115,12 @@ class PosixReadableFile final : public ReadableFile {
     FileInfo info;
     CAIRN_RETURN_IF_ERROR(FdStat(fd_, path_, &info));
     return info.size;
+  }
+
+  Result<FileInfo> Stat() override {
+    FileInfo info;
+    CAIRN_RETURN_IF_ERROR(FdStat(fd_, path_, &info));
+    return info;
   }
 
   const std::string& path() const override { return path_; }
@@ -147,6 +202,13 @@ class PosixWritableFile final : public WritableFile {
     FileInfo info;
     CAIRN_RETURN_IF_ERROR(FdStat(fd_, path_, &info));
     return info;
+  }
+
+  Status SetOwner(uint32_t uid, uint32_t gid) override { return FdSetOwner(fd_, path_, uid, gid); }
+  Status SetMode(uint32_t mode) override { return FdSetMode(fd_, path_, mode); }
+  Status SetModTime(int64_t ns) override { return FdSetModTime(fd_, path_, ns); }
+  Status SetXattr(const std::string& key, std::string_view value) override {
+    return FdSetXattr(fd_, path_, key, value);
   }
 
   const std::string& path() const override { return path_; }
@@ -238,6 +300,240 @@ class PosixFileLock final : public FileLock {
   int fd_;
 };
 
+// Runs `call(buffer, size)` (a list or get xattr call) with a buffer that
+// grows until the result fits. nullopt with errno set on failure.
+template <typename Call>
+std::optional<std::string> ReadGrowing(Call call) {
+  std::string buf;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    ssize_t need = call(nullptr, 0);
+    if (need < 0) return std::nullopt;
+    buf.resize(static_cast<size_t>(need) + 1);
+    ssize_t got = call(buf.data(), buf.size());
+    if (got >= 0) {
+      buf.resize(static_cast<size_t>(got));
+      return buf;
+    }
+    if (errno != ERANGE) return std::nullopt;  // ERANGE: it grew meanwhile
+  }
+  errno = ERANGE;
+  return std::nullopt;
+}
+
+bool NoXattrSupport(int err) { return err == ENOTSUP || err == ENOSYS; }
+
+class PosixDir final : public Dir {
+ public:
+  PosixDir(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+
+  const std::string& path() const override { return path_; }
+  int fd() const { return fd_.get(); }
+
+  Result<std::vector<std::string>> List() override {
+    // A descriptor of its own: readdir's position must not be shared.
+    int fd = ::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* dir = fd < 0 ? nullptr : ::fdopendir(fd);
+    if (dir == nullptr) {
+      int err = errno;
+      if (fd >= 0) ::close(fd);
+      return ErrnoToStatus(err, fmt::format("list {}", path_));
+    }
+    std::vector<std::string> names;
+    errno = 0;
+    while (struct dirent* e = ::readdir(dir)) {
+      std::string_view name(e->d_name);
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
+    int err = errno;
+    ::closedir(dir);
+    if (err != 0) return ErrnoToStatus(err, fmt::format("list {}", path_));
+    return names;
+  }
+
+  Result<struct stat> Lstat(const std::string& name) override {
+    struct stat st;
+    int rc = name.empty() ? ::fstat(fd_.get(), &st)
+                          : ::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW);
+    if (rc != 0) return ErrnoToStatus(errno, fmt::format("lstat {}", Join(name)));
+    return st;
+  }
+
+  Result<std::unique_ptr<Dir>> OpenDir(const std::string& name) override {
+    int fd = ::openat(fd_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return ErrnoToStatus(errno, fmt::format("open directory {}", Join(name)));
+    return std::unique_ptr<Dir>(std::make_unique<PosixDir>(Join(name), fd));
+  }
+
+  Result<std::unique_ptr<ReadableFile>> OpenFile(const std::string& name) override {
+    constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+    int fd = ::openat(fd_.get(), name.c_str(), kFlags | O_NOATIME);
+    if (fd < 0 && errno == EPERM) fd = ::openat(fd_.get(), name.c_str(), kFlags);  // not ours
+    if (fd < 0) return ErrnoToStatus(errno, fmt::format("open {}", Join(name)));
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    return std::unique_ptr<ReadableFile>(std::make_unique<PosixReadableFile>(Join(name), fd));
+  }
+
+  Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& name,
+                                                   uint32_t mode) override {
+    int fd = ::openat(fd_.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                      mode & 07777);
+    if (fd < 0) return ErrnoToStatus(errno, fmt::format("create {}", Join(name)));
+    return std::unique_ptr<WritableFile>(
+        std::make_unique<PosixWritableFile>(Join(name), fd, /*owns_fd=*/true));
+  }
+
+  Status CreateDir(const std::string& name, uint32_t mode) override {
+    if (::mkdirat(fd_.get(), name.c_str(), mode & 07777) != 0) {
+      return ErrnoToStatus(errno, fmt::format("create directory {}", Join(name)));
+    }
+    return Status::Ok();
+  }
+
+  Status CreateSymlink(const std::string& name, const std::string& target) override {
+    if (::symlinkat(target.c_str(), fd_.get(), name.c_str()) != 0) {
+      return ErrnoToStatus(errno, fmt::format("symlink {}", Join(name)));
+    }
+    return Status::Ok();
+  }
+
+  Status CreateNode(const std::string& name, uint32_t mode, uint64_t rdev) override {
+    if (::mknodat(fd_.get(), name.c_str(), mode, static_cast<dev_t>(rdev)) != 0) {
+      return ErrnoToStatus(errno, fmt::format("{} {}", S_ISFIFO(mode) ? "mkfifo" : "mknod",
+                                              Join(name)));
+    }
+    return Status::Ok();
+  }
+
+  Status CreateHardlink(const std::string& name, Dir& from, const std::string& from_name) override {
+    auto* source = dynamic_cast<PosixDir*>(&from);
+    if (source == nullptr) {
+      return InvalidArgumentError(
+          fmt::format("link {}: {} is not a directory of this Env", Join(name), from.path()));
+    }
+    // Flags 0: a symlink at the old name would be linked itself, never followed.
+    if (::linkat(source->fd(), from_name.c_str(), fd_.get(), name.c_str(), 0) != 0) {
+      return ErrnoToStatus(errno,
+                           fmt::format("link {} to {}", Join(name), source->Join(from_name)));
+    }
+    return Status::Ok();
+  }
+
+  Result<std::string> ReadLink(const std::string& name, size_t size_hint) override {
+    std::string buf(std::max<size_t>(size_hint, 255) + 1, '\0');
+    while (true) {
+      ssize_t n = ::readlinkat(fd_.get(), name.c_str(), buf.data(), buf.size());
+      if (n < 0) return ErrnoToStatus(errno, fmt::format("readlink {}", Join(name)));
+      if (static_cast<size_t>(n) < buf.size()) {
+        buf.resize(static_cast<size_t>(n));
+        return buf;
+      }
+      if (buf.size() > kMaxReadLink) {
+        return InvalidArgumentError(fmt::format("readlink {}: target longer than {} bytes",
+                                                Join(name), kMaxReadLink));
+      }
+      buf.resize(buf.size() * 2);
+    }
+  }
+
+  Result<std::vector<Xattr>> ReadXattrs(const std::string& name, uint32_t type) override {
+    UniqueFd fd(OpenForXattrs(name, type));
+    const std::string proc = ProcPath(name);
+    auto list = ReadGrowing([&](char* buf, size_t size) {
+      return fd.get() >= 0 ? ::flistxattr(fd.get(), buf, size)
+                           : ::llistxattr(proc.c_str(), buf, size);
+    });
+    if (!list) {
+      if (NoXattrSupport(errno)) return std::vector<Xattr>();
+      return ErrnoToStatus(errno, fmt::format("list xattrs of {}", Join(name)));
+    }
+    std::vector<Xattr> out;
+    for (size_t pos = 0; pos < list->size();) {
+      size_t end = list->find('\0', pos);
+      if (end == std::string::npos) end = list->size();
+      std::string key = list->substr(pos, end - pos);
+      pos = end + 1;
+      if (key.empty()) continue;
+      auto value = ReadGrowing([&](char* buf, size_t size) {
+        return fd.get() >= 0 ? ::fgetxattr(fd.get(), key.c_str(), buf, size)
+                             : ::lgetxattr(proc.c_str(), key.c_str(), buf, size);
+      });
+      if (!value) {
+        if (errno == ENODATA) continue;  // removed since it was listed
+        if (NoXattrSupport(errno)) return std::vector<Xattr>();
+        return ErrnoToStatus(errno, fmt::format("read xattr {} of {}", key, Join(name)));
+      }
+      out.push_back(Xattr{std::move(key), std::move(*value)});
+    }
+    return out;
+  }
+
+  Status SetOwner(const std::string& name, uint32_t uid, uint32_t gid) override {
+    if (name.empty()) return FdSetOwner(fd_.get(), path_, uid, gid);
+    if (::fchownat(fd_.get(), name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoToStatus(errno, fmt::format("{}: chown {}:{}", Join(name), uid, gid));
+    }
+    return Status::Ok();
+  }
+
+  Status SetMode(const std::string& name, uint32_t mode) override {
+    if (name.empty()) return FdSetMode(fd_.get(), path_, mode);
+    // Linux has no fchmodat that refuses a symlink at `name`; callers only
+    // set the mode of what they created and know is not one.
+    if (::fchmodat(fd_.get(), name.c_str(), mode & 07777, 0) != 0) {
+      return ErrnoToStatus(errno, fmt::format("{}: chmod {:o}", Join(name), mode & 07777));
+    }
+    return Status::Ok();
+  }
+
+  Status SetModTime(const std::string& name, int64_t unix_nanos) override {
+    if (name.empty()) return FdSetModTime(fd_.get(), path_, unix_nanos);
+    struct timespec times[2] = {{0, UTIME_OMIT}, TimeSpec(unix_nanos)};
+    if (::utimensat(fd_.get(), name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoToStatus(errno, fmt::format("{}: set mtime", Join(name)));
+    }
+    return Status::Ok();
+  }
+
+  Status SetXattr(const std::string& name, const std::string& key,
+                  std::string_view value) override {
+    if (name.empty()) return FdSetXattr(fd_.get(), path_, key, value);
+    if (::lsetxattr(ProcPath(name).c_str(), key.c_str(), value.data(), value.size(), 0) != 0) {
+      return XattrError(errno, fmt::format("{}: set xattr {}", Join(name), key));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static constexpr size_t kMaxReadLink = size_t{1} << 16;
+
+  std::string Join(const std::string& name) const {
+    if (name.empty()) return path_;
+    return path_ == "." ? name : JoinPath(path_, name);
+  }
+
+  // A path naming `name` in this directory for the l*xattr calls: the
+  // kernel resolves /proc/self/fd/N to the directory itself, and the
+  // l-variants do not follow a final symlink.
+  std::string ProcPath(const std::string& name) const {
+    return name.empty() ? fmt::format("/proc/self/fd/{}", fd_.get())
+                        : fmt::format("/proc/self/fd/{}/{}", fd_.get(), name);
+  }
+
+  // Regular files and directories are opened (never a device: opening one
+  // can have side effects) so the xattr calls work on the fd; -1 when that
+  // fails (e.g. an unreadable file as non-root), and the caller falls back
+  // to the path.
+  int OpenForXattrs(const std::string& name, uint32_t type) const {
+    if (type != S_IFREG && type != S_IFDIR) return -1;
+    if (name.empty()) return ::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0);
+    return ::openat(fd_.get(), name.c_str(),
+                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  }
+
+  std::string path_;
+  UniqueFd fd_;
+};
+
 class PosixEnv final : public Env {
  public:
   Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) override {
@@ -285,6 +581,7 @@ class PosixEnv final : public Env {
     info.inode = st.st_ino;
     info.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
     info.atime_ns = int64_t{st.st_atim.tv_sec} * 1000000000 + st.st_atim.tv_nsec;
+    info.ctime_ns = int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec;
     if (info.is_block_device) {
       UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
       if (fd.get() < 0) return ErrnoToStatus(errno, fmt::format("open {}", path));
@@ -312,6 +609,12 @@ class PosixEnv final : public Env {
     ::closedir(dir);
     if (err != 0) return ErrnoToStatus(err, fmt::format("list {}", path));
     return names;
+  }
+
+  Result<std::unique_ptr<Dir>> OpenDir(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoToStatus(errno, fmt::format("open directory {}", path));
+    return std::unique_ptr<Dir>(std::make_unique<PosixDir>(path, fd));
   }
 
   Status Rename(const std::string& from, const std::string& to) override {

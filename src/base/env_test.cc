@@ -74,6 +74,60 @@ TEST_F(PosixEnvTest, CreateListRenameRemoveStat) {
   EXPECT_EQ(CodeOf(env_->ListDir(sub)), StatusCode::kNotFound);
 }
 
+// A Dir works on the names in it, never following a symlink there.
+TEST_F(PosixEnvTest, DirCreatesListsAndNeverFollowsSymlinks) {
+  auto dir = env_->OpenDir(dir_.path());
+  CAIRN_ASSERT_OK(dir);
+  Dir& d = **dir;
+  CAIRN_ASSERT_OK(d.CreateDir("sub", 0700));
+  auto file = d.CreateFile("f", 0600);
+  CAIRN_ASSERT_OK(file);
+  CAIRN_ASSERT_OK((*file)->Truncate(8192));
+  CAIRN_ASSERT_OK((*file)->WriteAt(4096, AsBytes("tail")));
+  CAIRN_ASSERT_OK((*file)->SetMode(0640));
+  CAIRN_ASSERT_OK((*file)->SetModTime(1'600'000'000'000'000'001));
+  CAIRN_ASSERT_OK((*file)->Close());
+  EXPECT_EQ(CodeOf(d.CreateFile("f", 0600)), StatusCode::kAlreadyExists);
+  CAIRN_ASSERT_OK(d.CreateSymlink("link", "sub"));
+  CAIRN_ASSERT_OK(d.CreateNode("fifo", S_IFIFO | 0600, 0));
+  auto sub = d.OpenDir("sub");
+  CAIRN_ASSERT_OK(sub);
+  CAIRN_ASSERT_OK((*sub)->CreateHardlink("hard", d, "f"));
+  EXPECT_EQ((*sub)->path(), dir_.Join("sub"));
+
+  EXPECT_EQ(SortedList(dir_.path()), (std::vector<std::string>{"f", "fifo", "link", "sub"}));
+  auto names = d.List();
+  CAIRN_ASSERT_OK(names);
+  EXPECT_EQ(names->size(), 4u);
+  auto st = d.Lstat("f");
+  CAIRN_ASSERT_OK(st);
+  EXPECT_EQ(st->st_size, 8192);
+  EXPECT_EQ(st->st_mode & 07777, 0640u);
+  EXPECT_EQ(st->st_mtim.tv_nsec, 1);
+  EXPECT_EQ(st->st_nlink, 2u);
+  auto link = d.Lstat("link");
+  CAIRN_ASSERT_OK(link);
+  EXPECT_TRUE(S_ISLNK(link->st_mode));
+  auto target = d.ReadLink("link", 0);
+  CAIRN_ASSERT_OK(target);
+  EXPECT_EQ(*target, "sub");
+  EXPECT_FALSE(d.OpenDir("link").ok());   // a symlink to a directory is not followed
+  EXPECT_FALSE(d.OpenFile("link").ok());  // nor one to anything else
+  auto self = d.Lstat("");
+  CAIRN_ASSERT_OK(self);
+  EXPECT_TRUE(S_ISDIR(self->st_mode));
+  auto read = d.OpenFile("f");
+  CAIRN_ASSERT_OK(read);
+  auto info = (*read)->Stat();
+  CAIRN_ASSERT_OK(info);
+  EXPECT_EQ(info->size, 8192u);
+  EXPECT_EQ(info->ctime_ns, int64_t{st->st_ctim.tv_sec} * 1'000'000'000 + st->st_ctim.tv_nsec);
+  auto missing = d.Lstat("nope");
+  EXPECT_EQ(CodeOf(missing), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(dir_.Join("nope")), std::string::npos)
+      << missing.status().ToString();
+}
+
 TEST_F(PosixEnvTest, ErrorsNameThePath) {
   std::string missing = dir_.Join("no-such-file");
   auto r = env_->OpenReadable(missing);

@@ -19,6 +19,7 @@ class FaultyReadable final : public ReadableFile {
     return base_->ReadAt(offset, buf);
   }
   Result<uint64_t> Size() override { return base_->Size(); }
+  Result<FileInfo> Stat() override { return base_->Stat(); }
   const std::string& path() const override { return base_->path(); }
 
  private:
@@ -42,6 +43,12 @@ class FaultyWritable final : public WritableFile {
   Status Sync() override { return base_->Sync(); }
   Status Close() override { return base_->Close(); }
   Result<FileInfo> Stat() override { return base_->Stat(); }
+  Status SetOwner(uint32_t uid, uint32_t gid) override { return base_->SetOwner(uid, gid); }
+  Status SetMode(uint32_t mode) override { return base_->SetMode(mode); }
+  Status SetModTime(int64_t ns) override { return base_->SetModTime(ns); }
+  Status SetXattr(const std::string& key, std::string_view value) override {
+    return base_->SetXattr(key, value);
+  }
   const std::string& path() const override { return base_->path(); }
 
  private:
@@ -49,11 +56,64 @@ class FaultyWritable final : public WritableFile {
   std::unique_ptr<WritableFile> base_;
 };
 
+class FaultyDir final : public DirWrapper {
+ public:
+  FaultyDir(FaultInjectionEnv& env, std::unique_ptr<Dir> base)
+      : DirWrapper(std::move(base)), env_(env) {}
+
+  Result<std::unique_ptr<Dir>> OpenDir(const std::string& name) override {
+    CAIRN_ASSIGN_OR_RETURN(auto dir, target()->OpenDir(name));
+    return std::unique_ptr<Dir>(std::make_unique<FaultyDir>(env_, std::move(dir)));
+  }
+  Result<std::unique_ptr<ReadableFile>> OpenFile(const std::string& name) override {
+    CAIRN_ASSIGN_OR_RETURN(auto file, target()->OpenFile(name));
+    return std::unique_ptr<ReadableFile>(std::make_unique<FaultyReadable>(env_, std::move(file)));
+  }
+  Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& name,
+                                                   uint32_t mode) override {
+    CAIRN_RETURN_IF_ERROR(env_.CheckCreate(JoinPath(path(), name)));
+    CAIRN_ASSIGN_OR_RETURN(auto file, target()->CreateFile(name, mode));
+    return std::unique_ptr<WritableFile>(std::make_unique<FaultyWritable>(env_, std::move(file)));
+  }
+  Status CreateDir(const std::string& name, uint32_t mode) override {
+    CAIRN_RETURN_IF_ERROR(env_.CheckCreate(JoinPath(path(), name)));
+    return target()->CreateDir(name, mode);
+  }
+  Status CreateSymlink(const std::string& name, const std::string& link_target) override {
+    CAIRN_RETURN_IF_ERROR(env_.CheckCreate(JoinPath(path(), name)));
+    return target()->CreateSymlink(name, link_target);
+  }
+  Status CreateNode(const std::string& name, uint32_t mode, uint64_t rdev) override {
+    CAIRN_RETURN_IF_ERROR(env_.CheckCreate(JoinPath(path(), name)));
+    return target()->CreateNode(name, mode, rdev);
+  }
+  Status CreateHardlink(const std::string& name, Dir& from, const std::string& from_name) override {
+    CAIRN_RETURN_IF_ERROR(env_.CheckCreate(JoinPath(path(), name)));
+    return DirWrapper::CreateHardlink(name, from, from_name);
+  }
+
+ private:
+  FaultInjectionEnv& env_;
+};
+
 }  // namespace
 
 void FaultInjectionEnv::FailReadsMatching(std::string pattern) {
   std::lock_guard lock(mu_);
   read_fail_pattern_ = std::move(pattern);
+}
+
+void FaultInjectionEnv::FailCreatesMatching(std::string pattern) {
+  std::lock_guard lock(mu_);
+  create_fail_pattern_ = std::move(pattern);
+}
+
+Status FaultInjectionEnv::CheckCreate(const std::string& path) {
+  std::lock_guard lock(mu_);
+  if (!create_fail_pattern_.empty() && path.find(create_fail_pattern_) != std::string::npos) {
+    return DataLossError(fmt::format("create {}: Input/output error (injected)", path));
+  }
+  return Status::Ok();
 }
 
 Status FaultInjectionEnv::ChargeWrite(const std::string& path, size_t bytes) {
@@ -93,6 +153,11 @@ Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::OpenWritable(const std:
                                                                       OpenMode mode) {
   CAIRN_ASSIGN_OR_RETURN(auto base, target()->OpenWritable(path, mode));
   return std::unique_ptr<WritableFile>(std::make_unique<FaultyWritable>(*this, std::move(base)));
+}
+
+Result<std::unique_ptr<Dir>> FaultInjectionEnv::OpenDir(const std::string& path) {
+  CAIRN_ASSIGN_OR_RETURN(auto base, target()->OpenDir(path));
+  return std::unique_ptr<Dir>(std::make_unique<FaultyDir>(*this, std::move(base)));
 }
 
 }  // namespace cairn

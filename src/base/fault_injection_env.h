@@ -34,6 +34,10 @@ class FaultInjectionEnv final : public EnvWrapper {
   // does through PosixEnv (IsIoError is true for both). Opens, Stat and
   // writes still work, as on a disk with a bad sector. Empty disables.
   void FailReadsMatching(std::string pattern);
+  // Creating a file, directory, symlink, node or hard link through a Dir
+  // (OpenDir) at a path containing `pattern` fails with DataLoss (EIO).
+  // Empty disables.
+  void FailCreatesMatching(std::string pattern);
   // Every ReadAt sleeps this long first.
   void SetReadLatencyMicros(int64_t micros) { read_latency_us_.store(micros); }
   // Every WriteAt and Append sleeps this long first.
@@ -45,10 +49,14 @@ class FaultInjectionEnv final : public EnvWrapper {
   Result<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) override;
   Result<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path,
                                                      OpenMode mode) override;
+  // Directories whose files, reads, writes and creations are all subject to
+  // the settings above.
+  Result<std::unique_ptr<Dir>> OpenDir(const std::string& path) override;
 
   // Internal, used by the wrapped files.
   Status ChargeWrite(const std::string& path, size_t bytes);
   Status CheckRead(const std::string& path);
+  Status CheckCreate(const std::string& path);
 
  private:
   std::unique_ptr<Env> owned_;  // null unless constructed owning
@@ -58,6 +66,7 @@ class FaultInjectionEnv final : public EnvWrapper {
   std::atomic<int64_t> write_latency_us_{0};
   std::mutex mu_;
   std::string read_fail_pattern_;  // GUARDED_BY(mu_)
+  std::string create_fail_pattern_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace cairn

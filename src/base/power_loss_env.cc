@@ -40,6 +40,10 @@ class PlReadable final : public ReadableFile {
     CAIRN_RETURN_IF_ERROR(env_.CheckAlive(base_->path()));
     return base_->Size();
   }
+  Result<FileInfo> Stat() override {
+    CAIRN_RETURN_IF_ERROR(env_.CheckAlive(base_->path()));
+    return base_->Stat();
+  }
   const std::string& path() const override { return base_->path(); }
 
  private:
@@ -343,6 +347,18 @@ Result<FileInfo> PowerLossEnv::Stat(const std::string& path) {
 Result<std::vector<std::string>> PowerLossEnv::ListDir(const std::string& path) {
   CAIRN_RETURN_IF_ERROR(CheckAlive(path));
   return target()->ListDir(path);
+}
+
+Result<std::unique_ptr<Dir>> PowerLossEnv::OpenDir(const std::string& path) {
+  CAIRN_RETURN_IF_ERROR(CheckAlive(path));
+  std::vector<std::string> parts;
+  if (Split(path, &parts)) {
+    return FailedPreconditionError(
+        fmt::format("open directory {}: under the power-loss model's root, which it does not "
+                    "track through directory handles",
+                    path));
+  }
+  return target()->OpenDir(path);
 }
 
 Status PowerLossEnv::CreateDir(const std::string& path) {

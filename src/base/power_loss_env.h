@@ -93,6 +93,10 @@ class PowerLossEnv final : public EnvWrapper {
   Result<FileInfo> Stat(const std::string& path) override;
   Status CreateDir(const std::string& path) override;
   Result<std::vector<std::string>> ListDir(const std::string& path) override;
+  // Directory handles are for tree sources and restore targets, outside
+  // root: they pass through (refused after the cut, and under root, which
+  // the model does not track through them: FailedPrecondition).
+  Result<std::unique_ptr<Dir>> OpenDir(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
   Status RenameNoReplace(const std::string& from, const std::string& to) override;
   Status RemoveFile(const std::string& path) override;

@@ -50,6 +50,15 @@ class PowerLossEnvTest : public ::testing::Test {
   PowerLossEnv env_{posix_.get(), root_};
 };
 
+// Directory handles are for tree sources and targets outside the modelled
+// root: passed through there, refused under root and after the cut.
+TEST_F(PowerLossEnvTest, DirectoryHandlesPassThroughOutsideRootOnly) {
+  CAIRN_ASSERT_OK(env_.OpenDir(dir_.path()));
+  EXPECT_EQ(CodeOf(env_.OpenDir(root_)), StatusCode::kFailedPrecondition);
+  env_.CutNow();
+  EXPECT_FALSE(env_.OpenDir(dir_.path()).ok());
+}
+
 TEST_F(PowerLossEnvTest, WhatWasThereAtStartSurvives) {
   test_util::WriteFileOrFail(P("old"), AsBytes("before"));
   CAIRN_ASSERT_OK(env_.Start());

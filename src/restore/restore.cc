@@ -239,6 +239,7 @@ Status RestoreTreeArchives(ArchivePlan* plan) {
     ArchiveResult& r = plan->report->archives[i];
     auto options = PipelineOptionsOf<TreeRestoreOptions>(request);
     options.includes = request.includes;
+    options.env = request.target_env;
     // RestoreTree's errors name the snapshot, archive and target already.
     CAIRN_ASSIGN_OR_RETURN(r.tree, RestoreTree(plan->store, plan->source(), plan->snap,
                                                *plan->entries[i], r.target, options));

@@ -37,7 +37,7 @@ struct RestoreRequest {
   std::vector<std::string> includes;
   // Images only: writes go through it (restore --instant).
   RestoreGate* gate = nullptr;
-  // Where image and blob targets are written; null: the datastore's Env.
+  // Where image, tree and blob targets are written; null: the datastore's Env.
   // (`restore --inject-write-latency` slows the target with a
   // FaultInjectionEnv.) Must outlive the call.
   Env* target_env = nullptr;

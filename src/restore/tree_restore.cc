@@ -1,26 +1,19 @@
 #include "restore/tree_restore.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <fnmatch.h>
-#include <grp.h>
-#include <pwd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
+#include <memory>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "pipeline/fetch_pipeline.h"
 #include "restore/tree_reader.h"
-#include "base/unique_fd.h"
 #include "tree/fs_meta.h"
 
 namespace cairn::restore {
@@ -57,23 +50,10 @@ size_t RaiseFdLimit() {
   return rl.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(rl.rlim_cur);
 }
 
-Status PWriteAll(int fd, ByteSpan data, uint64_t offset) {
-  while (!data.empty()) {
-    ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus(errno, "write");
-    }
-    data = data.subspan(static_cast<size_t>(n));
-    offset += static_cast<uint64_t>(n);
-  }
-  return Status::Ok();
-}
-
 // Writes `data` at `offset` but for the file-aligned 4 KiB blocks of it that
 // are all zeros: the file was created at its full size, so they read as
 // zeros already, and left unwritten they stay holes.
-Status WriteSkippingZeros(int fd, ByteSpan data, uint64_t offset) {
+Status WriteSkippingZeros(WritableFile& file, ByteSpan data, uint64_t offset) {
   constexpr uint64_t kBlock = 4096;
   size_t pos = 0, run = 0;
   bool in_run = false;
@@ -85,69 +65,28 @@ Status WriteSkippingZeros(int fd, ByteSpan data, uint64_t offset) {
       run = pos;
       in_run = true;
     } else if (zero && in_run) {
-      CAIRN_RETURN_IF_ERROR(PWriteAll(fd, data.subspan(run, pos - run), offset + run));
+      CAIRN_RETURN_IF_ERROR(file.WriteAt(offset + run, data.subspan(run, pos - run)));
       in_run = false;
     }
     pos = end;
   }
-  return in_run ? PWriteAll(fd, data.subspan(run), offset + run) : Status::Ok();
+  return in_run ? file.WriteAt(offset + run, data.subspan(run)) : Status::Ok();
 }
 
-// Opens directory `rel` below `root_fd` one component at a time, never
+// Opens directory `rel` below `root` one component at a time, never
 // following a symlink (O_NOFOLLOW only guards the last component of a path).
-Result<UniqueFd> OpenDirBeneath(int root_fd, std::string_view rel) {
-  UniqueFd fd(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0));
-  if (fd.get() < 0) return ErrnoToStatus(errno, "dup");
+// Null when `rel` is empty: `root` itself.
+Result<std::unique_ptr<Dir>> OpenDirBeneath(Dir& root, std::string_view rel) {
+  std::unique_ptr<Dir> dir;
   while (!rel.empty()) {
     size_t slash = rel.find('/');
-    std::string name(rel.substr(0, slash));
-    UniqueFd next(
-        ::openat(fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (next.get() < 0) return ErrnoToStatus(errno, fmt::format("open directory {}", name));
-    fd = std::move(next);
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Dir> next,
+                           (dir ? *dir : root).OpenDir(std::string(rel.substr(0, slash))));
+    dir = std::move(next);
     rel = slash == std::string_view::npos ? std::string_view() : rel.substr(slash + 1);
   }
-  return fd;
+  return dir;
 }
-
-// Owner and group to restore: the recorded names when they exist on this
-// machine (as tar and PBS do), else the recorded ids. Lookups are cached.
-class OwnerMap {
- public:
-  uid_t Uid(const Entry& e) {
-    if (e.user.empty()) return e.uid;
-    auto [it, fresh] = users_.try_emplace(e.user, e.uid);
-    if (fresh) {
-      struct passwd pw, *res = nullptr;
-      char buf[4096];
-      if (::getpwnam_r(e.user.c_str(), &pw, buf, sizeof(buf), &res) == 0 && res != nullptr) {
-        it->second = res->pw_uid;
-      } else {
-        it->second = kUnknown;
-      }
-    }
-    return it->second == kUnknown ? e.uid : static_cast<uid_t>(it->second);
-  }
-  gid_t Gid(const Entry& e) {
-    if (e.group.empty()) return e.gid;
-    auto [it, fresh] = groups_.try_emplace(e.group, e.gid);
-    if (fresh) {
-      struct group gr, *res = nullptr;
-      char buf[4096];
-      if (::getgrnam_r(e.group.c_str(), &gr, buf, sizeof(buf), &res) == 0 && res != nullptr) {
-        it->second = res->gr_gid;
-      } else {
-        it->second = kUnknown;
-      }
-    }
-    return it->second == kUnknown ? e.gid : static_cast<gid_t>(it->second);
-  }
-
- private:
-  static constexpr int64_t kUnknown = -1;
-  std::unordered_map<std::string, int64_t> users_;
-  std::unordered_map<std::string, int64_t> groups_;
-};
 
 // --include: an entry is selected when a pattern matches its path, or (a
 // pattern without '/') its name; the caller adds "or an ancestor is".
@@ -193,7 +132,7 @@ class Selector {
 // One directory on the path from the root to the current entry.
 struct Frame {
   Entry entry;
-  UniqueFd fd;           // open once created (never when rehearsing)
+  std::shared_ptr<Dir> dir;  // open once created (never when rehearsing)
   bool created = false;  // exists in the target (or would, when rehearsing)
   bool selected = false;  // it or an ancestor matched --include
 };
@@ -201,7 +140,7 @@ struct Frame {
 // One regular file of the current batch: created at full size, filled by
 // the batch's pipeline run, then given its metadata through its descriptor.
 struct BatchFile {
-  UniqueFd fd;
+  std::unique_ptr<WritableFile> file;  // null when rehearsing
   Entry entry;  // content: payload[entry.payload_offset, + entry.size)
 };
 
@@ -221,15 +160,15 @@ struct Item {
 
 class TreeRestorer {
  public:
-  TreeRestorer(TreeArchiveReader& reader, store::ChunkSource& source,
+  TreeRestorer(Env& env, TreeArchiveReader& reader, store::ChunkSource& source,
                const TreeRestoreOptions& options, TreeRestoreStats* stats)
-      : reader_(reader), source_(source), options_(options), stats_(*stats),
+      : env_(env), reader_(reader), source_(source), options_(options), stats_(*stats),
         selector_(options.includes), as_root_(::geteuid() == 0),
         controller_(ReadConcurrency(source.Traits(), options.jobs)) {}
 
-  // Restores into `root` (an open, empty directory; -1 when rehearsing).
+  // Restores into `root` (an open, empty directory; null when rehearsing).
   // Errors name the archive and the entry's path.
-  Status Run(UniqueFd root);
+  Status Run(std::unique_ptr<Dir> root);
 
   const pipeline::ConcurrencyController& controller() const { return controller_; }
 
@@ -243,26 +182,27 @@ class TreeRestorer {
   Status FlushBatch();
   Status RunBatch(const std::vector<Item>& items);
   Status ApplyDirectoryMetadata();
-  // Owner (as root), mode, xattrs, mtime, through `fd`; errors name `path`.
-  Status ApplyMetadata(int fd, const Entry& e);
+  // Owner (as root), mode, xattrs, mtime (tree::ApplyMetadata), through
+  // `file` or, when null, the directory `dir` itself.
+  Status ApplyMetadata(WritableFile* file, Dir* dir, const Entry& e);
   void Warn(std::string message);
 
   bool rehearse() const { return options_.rehearse; }
-  int parent_fd() const { return stack_.back().fd.get(); }
+  Dir& parent() const { return *stack_.back().dir; }
   void AddProgress(uint64_t bytes) {
     if (options_.progress != nullptr) options_.progress->Add(bytes);
   }
 
+  Env& env_;
   TreeArchiveReader& reader_;
   store::ChunkSource& source_;
   const TreeRestoreOptions& options_;
   TreeRestoreStats& stats_;
   Selector selector_;
   const bool as_root_;
-  OwnerMap owners_;
   pipeline::ConcurrencyController controller_;  // one across batches: tuning carries over
   size_t max_fds_ = 1024;
-  UniqueFd root_;
+  std::shared_ptr<Dir> root_;
   std::vector<Frame> stack_;
   // Every created directory in stream order; metadata applied at the end.
   std::vector<std::pair<std::string, Entry>> dirs_;
@@ -279,7 +219,7 @@ class TreeRestorer {
   uint64_t dropped_warnings_ = 0;
 };
 
-Status TreeRestorer::Run(UniqueFd root) {
+Status TreeRestorer::Run(std::unique_ptr<Dir> root) {
   root_ = std::move(root);
   max_fds_ = RaiseFdLimit();
   if (options_.progress != nullptr) {
@@ -309,7 +249,7 @@ Status TreeRestorer::Finish() {
   CAIRN_RETURN_IF_ERROR(ApplyDirectoryMetadata());
   if (!rehearse()) {
     pipeline::StageTimer timer(pipeline::MeterOf(options_.progress), pipeline::Stage::kTargetWrites);
-    if (::syncfs(root_.get()) != 0) return ErrnoToStatus(errno, "syncfs");
+    CAIRN_RETURN_IF_ERROR(env_.SyncFilesystem(root_->path()));
   }
   if (dropped_warnings_ > 0) {
     stats_.warnings.push_back(fmt::format("... and {} more warnings", dropped_warnings_));
@@ -320,11 +260,7 @@ Status TreeRestorer::Finish() {
 Status TreeRestorer::OnEntry(Entry e) {
   const size_t depth = Depth(e.path);
   if (depth == 0) {  // the root: the target directory itself
-    Frame root{std::move(e), UniqueFd(), true, selector_.all()};
-    if (!rehearse()) {
-      root.fd = UniqueFd(::fcntl(root_.get(), F_DUPFD_CLOEXEC, 0));
-      if (root.fd.get() < 0) return ErrnoToStatus(errno, "dup");
-    }
+    Frame root{std::move(e), root_, true, selector_.all()};
     dirs_.emplace_back("", root.entry);
     ++stats_.dirs;
     ++stats_.entries;
@@ -339,7 +275,7 @@ Status TreeRestorer::OnEntry(Entry e) {
   if (selected) selected_any_ = true;
   switch (e.kind) {
     case EntryKind::kDirectory:
-      stack_.push_back(Frame{std::move(e), UniqueFd(), false, selected});
+      stack_.push_back(Frame{std::move(e), nullptr, false, selected});
       return selected ? CreatePath() : Status::Ok();
     case EntryKind::kFile:
       if (e.linked) linked_.emplace(e.path, Linked{e, selected ? e.path : ""});
@@ -363,12 +299,9 @@ Status TreeRestorer::CreatePath() {
     if (f.created) continue;
     if (!rehearse()) {
       // Owner-only until the end, when the recorded mode is applied.
-      if (::mkdirat(stack_[i - 1].fd.get(), f.entry.name.c_str(), 0700) != 0) {
-        return ErrnoToStatus(errno, fmt::format("{}: create directory", f.entry.path));
-      }
-      f.fd = UniqueFd(::openat(stack_[i - 1].fd.get(), f.entry.name.c_str(),
-                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (f.fd.get() < 0) return ErrnoToStatus(errno, fmt::format("{}: open", f.entry.path));
+      Dir& up = *stack_[i - 1].dir;
+      CAIRN_RETURN_IF_ERROR(up.CreateDir(f.entry.name, 0700));
+      CAIRN_ASSIGN_OR_RETURN(f.dir, up.OpenDir(f.entry.name));
     }
     f.created = true;
     dirs_.emplace_back(f.entry.path, f.entry);
@@ -388,21 +321,17 @@ Status TreeRestorer::AddFile(Entry e) {
        batch_.size() + stack_.size() + kReservedFds >= max_fds_)) {
     CAIRN_RETURN_IF_ERROR(FlushBatch());
   }
-  UniqueFd fd;
+  std::unique_ptr<WritableFile> file;
   if (!rehearse()) {
-    fd = UniqueFd(::openat(parent_fd(), e.name.c_str(),
-                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (fd.get() < 0) return ErrnoToStatus(errno, fmt::format("{}: create", e.path));
+    CAIRN_ASSIGN_OR_RETURN(file, parent().CreateFile(e.name, 0600));
     // Full size first: what no chunk writes (zero chunks) stays a hole.
-    if (e.size > 0 && ::ftruncate(fd.get(), static_cast<off_t>(e.size)) != 0) {
-      return ErrnoToStatus(errno, fmt::format("{}: set size {}", e.path, e.size));
-    }
+    if (e.size > 0) CAIRN_RETURN_IF_ERROR(file->Truncate(e.size));
   }
   ++stats_.files;
   ++stats_.entries;
   stats_.bytes += e.size;
   batch_bytes_ += e.size;
-  batch_.push_back(BatchFile{std::move(fd), std::move(e)});
+  batch_.push_back(BatchFile{std::move(file), std::move(e)});
   return Status::Ok();
 }
 
@@ -426,12 +355,9 @@ Status TreeRestorer::AddHardlink(const Entry& e) {
     std::string_view where = target.where;
     std::string_view dir = where.substr(0, where.size() - BaseName(where).size());
     if (!dir.empty()) dir.remove_suffix(1);
-    CAIRN_ASSIGN_OR_RETURN(UniqueFd from, OpenDirBeneath(root_.get(), dir));
-    // Flags 0: a symlink at the old name would be linked itself, never followed.
-    if (::linkat(from.get(), std::string(BaseName(where)).c_str(), parent_fd(), e.name.c_str(),
-                 0) != 0) {
-      return ErrnoToStatus(errno, fmt::format("{}: link to {}", e.path, target.where));
-    }
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Dir> from, OpenDirBeneath(*root_, dir));
+    CAIRN_RETURN_IF_ERROR(
+        parent().CreateHardlink(e.name, from ? *from : *root_, std::string(BaseName(where))));
   }
   ++stats_.hardlinks;
   ++stats_.entries;
@@ -440,7 +366,7 @@ Status TreeRestorer::AddHardlink(const Entry& e) {
 
 Status TreeRestorer::AddSpecial(const Entry& e) {
   if (!rehearse()) {
-    Status s = tree::CreateSpecial(parent_fd(), e.name, e);
+    Status s = tree::CreateSpecial(parent(), e.name, e);
     const bool device = e.kind == EntryKind::kCharDevice || e.kind == EntryKind::kBlockDevice;
     if (device && s.code() == StatusCode::kPermissionDenied) {
       Warn(fmt::format("{}: device node not created: {}", e.path, s.message()));
@@ -450,7 +376,7 @@ Status TreeRestorer::AddSpecial(const Entry& e) {
     tree::ApplyOptions apply;
     apply.owner = as_root_;
     std::vector<std::string> warnings;
-    CAIRN_RETURN_IF_ERROR(tree::ApplyMetadata(parent_fd(), e.name, e, apply, &warnings));
+    CAIRN_RETURN_IF_ERROR(tree::ApplyMetadata(parent(), e.name, e, apply, &warnings));
     for (std::string& w : warnings) Warn(std::move(w));
   }
   ++(e.kind == EntryKind::kSymlink ? stats_.symlinks : stats_.specials);
@@ -500,8 +426,8 @@ Status TreeRestorer::FlushBatch() {
   pipeline::StageTimer timer(pipeline::MeterOf(options_.progress), pipeline::Stage::kMetadata);
   for (BatchFile& file : batch_) {
     if (rehearse()) continue;
-    CAIRN_RETURN_IF_ERROR(ApplyMetadata(file.fd.get(), file.entry));
-    CAIRN_RETURN_IF_ERROR(file.fd.Close(fmt::format("{}: close", file.entry.path)));
+    CAIRN_RETURN_IF_ERROR(ApplyMetadata(file.file.get(), nullptr, file.entry));
+    CAIRN_RETURN_IF_ERROR(file.file->Close());
   }
   batch_.clear();
   batch_bytes_ = 0;
@@ -532,7 +458,7 @@ Status TreeRestorer::RunBatch(const std::vector<Item>& items) {
           if (!rehearse()) {
             const BatchFile& file = batch_[use.file];
             pipeline::StageTimer timer(meter, pipeline::Stage::kTargetWrites);
-            Status s = WriteSkippingZeros(file.fd.get(), slice, use.file_offset);
+            Status s = WriteSkippingZeros(*file.file, slice, use.file_offset);
             if (!s.ok()) return s.WithContext(file.entry.path);
           }
           AddProgress(use.length);
@@ -543,35 +469,14 @@ Status TreeRestorer::RunBatch(const std::vector<Item>& items) {
       [&](size_t k) { return uint64_t{items[k].length} * 2; }, popts, &ps);
 }
 
-Status TreeRestorer::ApplyMetadata(int fd, const Entry& e) {
-  const std::string& path = e.path.empty() ? std::string(".") : e.path;
-  // chown clears setuid/setgid: owner first, then mode; times last.
-  if (as_root_ && ::fchown(fd, owners_.Uid(e), owners_.Gid(e)) != 0) {
-    return ErrnoToStatus(errno, fmt::format("{}: chown", path));
-  }
-  if (::fchmod(fd, e.mode & 07777) != 0) {
-    return ErrnoToStatus(errno, fmt::format("{}: chmod", path));
-  }
-  for (const tree::Xattr& x : e.xattrs) {
-    if (::fsetxattr(fd, x.name.c_str(), x.value.data(), x.value.size(), 0) != 0) {
-      if (errno == ENOTSUP || errno == EPERM || errno == EACCES) {
-        Warn(fmt::format("{}: xattr {} not restored: {}", path, x.name, std::strerror(errno)));
-        continue;
-      }
-      return ErrnoToStatus(errno, fmt::format("{}: set xattr {}", path, x.name));
-    }
-  }
-  struct timespec times[2];
-  times[0].tv_sec = 0;
-  times[0].tv_nsec = UTIME_OMIT;
-  times[1].tv_sec = static_cast<time_t>(e.mtime_ns / 1'000'000'000);
-  times[1].tv_nsec = static_cast<long>(e.mtime_ns % 1'000'000'000);
-  if (times[1].tv_nsec < 0) {  // before 1970: floor division
-    times[1].tv_nsec += 1'000'000'000;
-    --times[1].tv_sec;
-  }
-  if (::futimens(fd, times) != 0) return ErrnoToStatus(errno, fmt::format("{}: set mtime", path));
-  return Status::Ok();
+Status TreeRestorer::ApplyMetadata(WritableFile* file, Dir* dir, const Entry& e) {
+  tree::ApplyOptions apply;
+  apply.owner = as_root_;
+  std::vector<std::string> warnings;
+  Status s = file != nullptr ? tree::ApplyMetadata(*file, e, apply, &warnings)
+                             : tree::ApplyMetadata(*dir, "", e, apply, &warnings);
+  for (std::string& w : warnings) Warn(std::move(w));
+  return s;
 }
 
 // Deepest first: in reverse stream order every directory comes after all
@@ -580,8 +485,8 @@ Status TreeRestorer::ApplyMetadata(int fd, const Entry& e) {
 Status TreeRestorer::ApplyDirectoryMetadata() {
   if (rehearse()) return Status::Ok();
   for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
-    CAIRN_ASSIGN_OR_RETURN(UniqueFd fd, OpenDirBeneath(root_.get(), it->first));
-    CAIRN_RETURN_IF_ERROR(ApplyMetadata(fd.get(), it->second));
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Dir> dir, OpenDirBeneath(*root_, it->first));
+    CAIRN_RETURN_IF_ERROR(ApplyMetadata(nullptr, dir ? dir.get() : root_.get(), it->second));
   }
   return Status::Ok();
 }
@@ -594,47 +499,54 @@ void TreeRestorer::Warn(std::string message) {
   stats_.warnings.push_back(std::move(message));
 }
 
+// `opened` when it is an empty directory.
+Result<std::unique_ptr<Dir>> CheckEmpty(Result<std::unique_ptr<Dir>> opened,
+                                        const std::string& dir) {
+  if (!opened.ok()) return opened;
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, (*opened)->List());
+  if (!names.empty()) {
+    return AlreadyExistsError(fmt::format(
+        "target {} is not empty; a tree restores into a new or empty directory only", dir));
+  }
+  return opened;
+}
+
 // Creates `dir` (owner-only) or accepts an existing empty directory, and
 // opens it. `created` tells whether it was created here.
-Result<UniqueFd> OpenTarget(const std::string& dir, bool* created) {
-  *created = ::mkdir(dir.c_str(), 0700) == 0;
-  if (!*created && errno != EEXIST) {
-    return ErrnoToStatus(errno, fmt::format("create target directory {}", dir));
+Result<std::unique_ptr<Dir>> OpenTarget(Env& env, const std::string& dir, bool* created) {
+  *created = false;
+  std::string_view trimmed = dir;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.remove_suffix(1);
+  const std::string name(BaseName(trimmed));
+  if (name.empty()) return CheckEmpty(env.OpenDir(dir), dir);  // "/"
+  const std::string up =
+      trimmed.size() > name.size() ? std::string(trimmed.substr(0, trimmed.size() - name.size()))
+                                   : std::string(".");
+  auto parent = env.OpenDir(up);
+  if (!parent.ok()) {
+    return parent.status().WithContext(fmt::format("create target directory {}", dir));
   }
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (fd.get() < 0) {
-    if (errno == ENOTDIR) {
+  Status made = (*parent)->CreateDir(name, 0700);
+  if (!made.ok() && made.code() != StatusCode::kAlreadyExists) {
+    return made.WithContext(fmt::format("create target directory {}", dir));
+  }
+  *created = made.ok();
+  auto opened = (*parent)->OpenDir(name);
+  if (!opened.ok()) {
+    auto st = (*parent)->Lstat(name);
+    if (st.ok() && S_ISLNK(st->st_mode)) {
+      return InvalidArgumentError(
+          fmt::format("target {} is a symlink; name the directory it points to", dir));
+    }
+    if (st.ok() && !S_ISDIR(st->st_mode)) {
       return AlreadyExistsError(fmt::format(
           "target {} exists and is not a directory; a tree restores into a new or empty "
           "directory",
           dir));
     }
-    if (errno == ELOOP) {
-      return InvalidArgumentError(
-          fmt::format("target {} is a symlink; name the directory it points to", dir));
-    }
-    return ErrnoToStatus(errno, fmt::format("open target directory {}", dir));
+    return opened.status().WithContext(fmt::format("open target directory {}", dir));
   }
-  if (*created) return fd;
-  int dup = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0);
-  DIR* d = dup < 0 ? nullptr : ::fdopendir(dup);
-  if (d == nullptr) {
-    if (dup >= 0) ::close(dup);
-    return ErrnoToStatus(errno, fmt::format("list target directory {}", dir));
-  }
-  bool empty = true;
-  while (struct dirent* de = ::readdir(d)) {
-    if (std::string_view n = de->d_name; n != "." && n != "..") {
-      empty = false;
-      break;
-    }
-  }
-  ::closedir(d);
-  if (!empty) {
-    return AlreadyExistsError(fmt::format(
-        "target {} is not empty; a tree restores into a new or empty directory only", dir));
-  }
-  return fd;
+  return *created ? std::move(opened) : CheckEmpty(std::move(opened), dir);
 }
 
 }  // namespace
@@ -648,17 +560,18 @@ Result<TreeRestoreStats> RestoreTree(const datastore::Datastore& store, store::C
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<TreeArchiveReader> reader,
                          TreeArchiveReader::Open(store, source, snap, entry));
   const std::string context = options.rehearse ? "rehearse" : "restore into " + target_dir;
-  UniqueFd root;
+  Env& env = options.env != nullptr ? *options.env : store.env();
+  std::unique_ptr<Dir> root;
   bool created = false;
   if (!options.rehearse) {
     const std::string what = "restore " + reader->description();
     if (target_dir.empty()) return InvalidArgumentError(what + ": no target directory");
-    auto fd = OpenTarget(target_dir, &created);
-    if (!fd.ok()) return fd.status().WithContext(what);
-    root = std::move(*fd);
+    auto dir = OpenTarget(env, target_dir, &created);
+    if (!dir.ok()) return dir.status().WithContext(what);
+    root = std::move(*dir);
   }
   TreeRestoreStats stats;
-  TreeRestorer restorer(*reader, source, options, &stats);
+  TreeRestorer restorer(env, *reader, source, options, &stats);
   Status s = restorer.Run(std::move(root));
   stats.jobs_final = restorer.controller().summary().final_limit;
   stats.seconds = static_cast<double>(store.env().NowMonotonicNanos() - start) / 1e9;
@@ -666,7 +579,7 @@ Result<TreeRestoreStats> RestoreTree(const datastore::Datastore& store, store::C
     if (options.rehearse) return s.WithContext(context);
     // A directory created here and still empty goes; anything restored
     // stays (as tar leaves it), and the message says so.
-    if (created && ::rmdir(target_dir.c_str()) == 0) return s.WithContext(context);
+    if (created && env.RemoveDir(target_dir).ok()) return s.WithContext(context);
     s = s.WithContext(context);
     return Status(s.code(), fmt::format("{} (what was restored before the error is left in {})",
                                         s.message(), target_dir));

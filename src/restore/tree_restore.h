@@ -13,16 +13,18 @@
 // root, mode, xattrs incl. ACLs, mtime). Directory metadata is applied last,
 // deepest first, so directory times survive the restore of their children.
 //
-// Safety: every object is created relative to a directory fd with O_NOFOLLOW
-// / AT_SYMLINK_NOFOLLOW and O_EXCL, below a target directory that must be new
-// or empty; the decoder has already refused names with '/', "..", and
-// duplicates. Nothing outside the target is ever created or changed.
+// Safety: every object is created through a Dir (base/env.h: relative to a
+// directory fd, with O_NOFOLLOW / AT_SYMLINK_NOFOLLOW and O_EXCL), below a
+// target directory that must be new or empty; the decoder has already
+// refused names with '/', "..", and duplicates. Nothing outside the target
+// is ever created or changed.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "base/env.h"
 #include "datastore/datastore.h"
 #include "pipeline/progress.h"
 #include "store/chunk_source.h"
@@ -40,6 +42,9 @@ struct TreeRestoreOptions {
   int cpu_workers = 0;    // 0: one per core
   uint64_t max_bytes_in_flight = uint64_t{256} << 20;
   pipeline::Progress* progress = nullptr;  // optional
+  // Every file-system call on the target goes through it (Dir); null: the
+  // datastore's Env.
+  Env* env = nullptr;
 };
 
 struct TreeRestoreStats {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "base/fault_injection_env.h"
 #include "blob/blob.h"
 #include "datastore/snapshot_writer.h"
 #include "restore/restore.h"
@@ -448,8 +449,64 @@ TEST_F(TreeRestoreTest, TargetMustBeNewOrEmpty) {
 
   const std::string empty = dir_.Join("empty");
   ASSERT_EQ(::mkdir(empty.c_str(), 0700), 0);
-  CAIRN_ASSERT_OK(Restore(empty));
+  ASSERT_EQ(::symlink(empty.c_str(), dir_.Join("link").c_str()), 0);
+  auto via_link = Restore(dir_.Join("link"));
+  EXPECT_EQ(CodeOf(via_link), StatusCode::kInvalidArgument) << via_link.status().ToString();
+  EXPECT_NE(via_link.status().message().find("is a symlink"), std::string::npos);
+  CAIRN_ASSERT_OK(Restore(empty + "/"));
   EXPECT_EQ(test_util::ReadFileOrFail(empty + "/f"), B("data"));
+}
+
+// The target is written through the Env: a disk that fills up (ENOSPC,
+// injected) fails the restore with an error naming the file, and what was
+// restored before stays.
+TEST_F(TreeRestoreTest, FullDiskFromTheEnvFailsNamingTheFile) {
+  TreeSpec spec;
+  spec.Dir("d").File("d/first", B("small")).File("d/victim", test_util::RandomBytes(2 * kPiece, 9));
+  Commit(spec);
+  FaultInjectionEnv faulty(env_.get());
+  faulty.SetWriteBudget(kPiece);
+  TreeRestoreOptions options;
+  options.env = &faulty;
+  auto r = Restore(dir_.Join("out"), options);
+  ASSERT_EQ(CodeOf(r), StatusCode::kResourceExhausted) << r.status().ToString();
+  const std::string msg(r.status().message());
+  EXPECT_NE(msg.find("out/d/victim"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("No space left"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("left in"), std::string::npos) << msg;
+  EXPECT_TRUE(Exists(dir_.Join("out/d/first")));
+}
+
+// Creating a directory, file, symlink, fifo or hard link that the Env
+// fails (EIO, injected) fails the restore with an error naming that path.
+TEST_F(TreeRestoreTest, CreateErrorFromTheEnvFailsNamingThePath) {
+  TreeSpec spec;
+  spec.Dir("sub")
+      .Fifo("sub/fifo")
+      .File("sub/file", B("content"), 0644, /*linked=*/true)
+      .Hardlink("sub/hard", "sub/file")
+      .Symlink("sub/link", "file");
+  Commit(spec);
+  FaultInjectionEnv faulty(env_.get());
+  TreeRestoreOptions options;
+  options.env = &faulty;
+  int n = 0;
+  for (const std::string path : {"sub", "sub/file", "sub/hard", "sub/link", "sub/fifo"}) {
+    SCOPED_TRACE(path);
+    faulty.FailCreatesMatching("/" + path);
+    const std::string target = dir_.Join(fmt::format("out{}", n++));
+    auto r = Restore(target, options);
+    ASSERT_EQ(CodeOf(r), StatusCode::kDataLoss) << r.status().ToString();
+    const std::string msg(r.status().message());
+    EXPECT_NE(msg.find(target + "/" + path + ": Input/output error"), std::string::npos) << msg;
+  }
+  faulty.FailCreatesMatching("");
+  auto r = Restore(dir_.Join("healthy"), options);
+  CAIRN_ASSERT_OK(r);
+  EXPECT_EQ(r->files, 1u);
+  EXPECT_EQ(r->hardlinks, 1u);
+  EXPECT_EQ(r->symlinks, 1u);
+  EXPECT_EQ(r->specials, 1u);
 }
 
 TEST_F(TreeRestoreTest, CorruptChunkFailsNamingFileAndChunk) {

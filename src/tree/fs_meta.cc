@@ -1,11 +1,9 @@
 #include "tree/fs_meta.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
 #include <pwd.h>
 #include <sys/sysmacros.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +14,6 @@
 #include <optional>
 #include <unordered_map>
 
-#include "base/unique_fd.h"
 
 namespace cairn::tree {
 namespace {
@@ -24,85 +21,23 @@ namespace {
 constexpr size_t kMaxOwnerName = 255;
 constexpr size_t kMaxLinkTarget = 4095;
 
-// A path naming `name` in `dirfd` for the l*xattr calls: the kernel resolves
-// /proc/self/fd/N to the directory itself, and the l-variants do not follow
-// a final symlink. With AT_FDCWD, `name` is already such a path.
-std::string ProcPath(int dirfd, const std::string& name) {
-  if (dirfd == AT_FDCWD) return name;
-  return fmt::format("/proc/self/fd/{}/{}", dirfd, name);
-}
-
-// Regular files and directories are opened (never a device: opening one can
-// have side effects) so the xattr calls work on the fd; -1 when that fails
-// (e.g. an unreadable file as non-root), and the caller falls back to the
-// path.
-int OpenForXattrs(int dirfd, const std::string& name, mode_t mode) {
-  if (!S_ISREG(mode) && !S_ISDIR(mode)) return -1;
-  return ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-}
-
-bool NoXattrSupport(int err) { return err == ENOTSUP || err == ENOSYS; }
-
-// Runs `call(buffer, size)` (a list or get xattr call) with a buffer that
-// grows until the result fits. nullopt with errno set on failure.
-template <typename Call>
-std::optional<std::string> ReadGrowing(Call call) {
-  std::string buf;
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    ssize_t need = call(nullptr, 0);
-    if (need < 0) return std::nullopt;
-    buf.resize(static_cast<size_t>(need) + 1);
-    ssize_t got = call(buf.data(), buf.size());
-    if (got >= 0) {
-      buf.resize(static_cast<size_t>(got));
-      return buf;
-    }
-    if (errno != ERANGE) return std::nullopt;  // ERANGE: it grew meanwhile
-  }
-  errno = ERANGE;
-  return std::nullopt;
-}
-
-Result<std::vector<Xattr>> ReadXattrsOf(int dirfd, const std::string& name, mode_t mode) {
-  UniqueFd fd(OpenForXattrs(dirfd, name, mode));
-  const std::string path = ProcPath(dirfd, name);
-  auto list = ReadGrowing([&](char* buf, size_t size) {
-    return fd.get() >= 0 ? ::flistxattr(fd.get(), buf, size)
-                         : ::llistxattr(path.c_str(), buf, size);
-  });
-  if (!list) {
-    if (NoXattrSupport(errno)) return std::vector<Xattr>();
-    return ErrnoToStatus(errno, fmt::format("{}: list xattrs", name));
-  }
-  std::vector<Xattr> out;
-  for (size_t pos = 0; pos < list->size();) {
-    size_t end = list->find('\0', pos);
-    if (end == std::string::npos) end = list->size();
-    std::string key = list->substr(pos, end - pos);
-    pos = end + 1;
-    if (key.empty()) continue;
-    auto value = ReadGrowing([&](char* buf, size_t size) {
-      return fd.get() >= 0 ? ::fgetxattr(fd.get(), key.c_str(), buf, size)
-                           : ::lgetxattr(path.c_str(), key.c_str(), buf, size);
-    });
-    if (!value) {
-      if (errno == ENODATA) continue;  // removed since it was listed
-      if (NoXattrSupport(errno)) return std::vector<Xattr>();
-      return ErrnoToStatus(errno, fmt::format("{}: read xattr {}", name, key));
-    }
-    if (value->size() > kMaxXattrValue) {
+// Reads, checks against the archive's limits and sorts the xattrs.
+Result<std::vector<Xattr>> ReadXattrsOf(Dir& dir, const std::string& name, mode_t mode) {
+  CAIRN_ASSIGN_OR_RETURN(std::vector<Xattr> out, dir.ReadXattrs(name, mode & S_IFMT));
+  const std::string shown = name.empty() ? dir.path() : name;
+  for (const Xattr& x : out) {
+    if (x.value.size() > kMaxXattrValue) {
       return InvalidArgumentError(
           fmt::format("{}: xattr {} has {} bytes, more than the {} a "
                       "tree archive stores",
-                      name, key, value->size(), kMaxXattrValue));
+                      shown, x.name, x.value.size(), kMaxXattrValue));
     }
-    out.push_back(Xattr{std::move(key), std::move(*value)});
   }
   if (out.size() > kMaxXattrs) {
     return InvalidArgumentError(
         fmt::format("{}: {} xattrs, more than the {} a tree archive "
                     "stores",
-                    name, out.size(), kMaxXattrs));
+                    shown, out.size(), kMaxXattrs));
   }
   std::sort(out.begin(), out.end(), [](const Xattr& a, const Xattr& b) { return a.name < b.name; });
   return out;
@@ -118,26 +53,16 @@ int64_t MtimeNs(const struct stat& st) {
   return ns;
 }
 
-Result<std::string> ReadLinkTarget(int dirfd, const std::string& name, const struct stat& st) {
+Result<std::string> ReadLinkTarget(Dir& dir, const std::string& name, const struct stat& st) {
   // st_size is the target's length on most filesystems, 0 on some.
-  std::string buf(std::max<size_t>(static_cast<size_t>(st.st_size), 255) + 1, '\0');
-  while (true) {
-    ssize_t n = ::readlinkat(dirfd, name.c_str(), buf.data(), buf.size());
-    if (n < 0) return ErrnoToStatus(errno, fmt::format("{}: readlink", name));
-    if (static_cast<size_t>(n) < buf.size()) {
-      buf.resize(static_cast<size_t>(n));
-      break;
-    }
-    if (buf.size() > kMaxLinkTarget + 1) break;  // too long either way
-    buf.resize(buf.size() * 2);
-  }
-  if (buf.empty() || buf.size() > kMaxLinkTarget) {
+  CAIRN_ASSIGN_OR_RETURN(std::string target, dir.ReadLink(name, static_cast<size_t>(st.st_size)));
+  if (target.empty() || target.size() > kMaxLinkTarget) {
     return InvalidArgumentError(
         fmt::format("{}: symlink target of {} bytes not storable (1 to "
                     "{} bytes)",
-                    name, buf.size(), kMaxLinkTarget));
+                    name, target.size(), kMaxLinkTarget));
   }
-  return buf;
+  return target;
 }
 
 // Id ↔ name caches. A process restores or backs up one machine's files, so
@@ -210,44 +135,44 @@ std::optional<uint32_t> GidOf(const std::string& group) {
 
 std::string Shown(const Entry& e) { return e.path.empty() ? std::string(".") : e.path; }
 
-struct timespec MtimeSpec(int64_t mtime_ns) {
-  struct timespec t;
-  t.tv_sec = static_cast<time_t>(mtime_ns / 1'000'000'000);
-  t.tv_nsec = static_cast<long>(mtime_ns % 1'000'000'000);
-  if (t.tv_nsec < 0) {  // before 1970: floor division
-    t.tv_nsec += 1'000'000'000;
-    --t.tv_sec;
+// Owner (as root), mode, xattrs and mtime through `set`, which has the
+// setters of a WritableFile (an open file, or a Dir entry bound to its name).
+template <typename Setter>
+Status Apply(Setter& set, const Entry& e, const ApplyOptions& options,
+             std::vector<std::string>* warnings) {
+  // The effective uid, read once: tree restore applies metadata per file.
+  static const bool as_root = ::geteuid() == 0;
+  if (options.owner && as_root) {
+    uint32_t uid = e.uid, gid = e.gid;
+    if (options.by_name) {
+      if (auto u = e.user.empty() ? std::nullopt : UidOf(e.user)) uid = *u;
+      if (auto g = e.group.empty() ? std::nullopt : GidOf(e.group)) gid = *g;
+    }
+    CAIRN_RETURN_IF_ERROR(set.SetOwner(uid, gid));
   }
-  return t;
-}
-
-bool IsRefusedXattr(int err) {
-  return err == ENOTSUP || err == EPERM || err == EACCES || err == E2BIG || err == ENOSYS;
-}
-
-Status ApplyXattrs(int dirfd, const std::string& name, const Entry& e,
-                   std::vector<std::string>* warnings) {
-  if (e.xattrs.empty()) return Status::Ok();
-  const mode_t type = e.kind == EntryKind::kDirectory ? S_IFDIR
-                      : e.kind == EntryKind::kFile    ? S_IFREG
-                                                      : 0;
-  UniqueFd fd(OpenForXattrs(dirfd, name, type));
-  const std::string path = ProcPath(dirfd, name);
+  // The restore created a non-symlink entry itself, so it is not a symlink.
+  if (e.kind != EntryKind::kSymlink) CAIRN_RETURN_IF_ERROR(set.SetMode(e.mode & 07777));
   for (const Xattr& x : e.xattrs) {
-    int rc = fd.get() >= 0
-                 ? ::fsetxattr(fd.get(), x.name.c_str(), x.value.data(), x.value.size(), 0)
-                 : ::lsetxattr(path.c_str(), x.name.c_str(), x.value.data(), x.value.size(), 0);
-    if (rc == 0) continue;
-    if (!IsRefusedXattr(errno)) {
-      return ErrnoToStatus(errno, fmt::format("{}: set xattr {}", Shown(e), x.name));
-    }
+    Status s = set.SetXattr(x.name, x.value);
+    if (s.ok()) continue;
+    if (!IsRefusedXattr(s)) return s;
     if (warnings != nullptr) {
-      warnings->push_back(
-          fmt::format("{}: xattr {} not restored: {}", Shown(e), x.name, std::strerror(errno)));
+      warnings->push_back(fmt::format("{}: xattr {} not restored ({})", Shown(e), x.name,
+                                      s.message()));
     }
   }
-  return Status::Ok();
+  return set.SetModTime(e.mtime_ns);
 }
+
+// A Dir entry with the setters of a file.
+struct DirEntrySetter {
+  Dir& dir;
+  const std::string& name;
+  Status SetOwner(uint32_t uid, uint32_t gid) { return dir.SetOwner(name, uid, gid); }
+  Status SetMode(uint32_t mode) { return dir.SetMode(name, mode); }
+  Status SetXattr(const std::string& key, std::string_view v) { return dir.SetXattr(name, key, v); }
+  Status SetModTime(int64_t ns) { return dir.SetModTime(name, ns); }
+};
 
 }  // namespace
 
@@ -283,15 +208,12 @@ std::string GroupName(uint32_t gid) {
   return name;
 }
 
-Result<std::vector<Xattr>> ReadXattrs(int dirfd, const std::string& name) {
-  struct stat st;
-  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    return ErrnoToStatus(errno, fmt::format("{}: lstat", name));
-  }
-  return ReadXattrsOf(dirfd, name, st.st_mode);
+Result<std::vector<Xattr>> ReadXattrs(Dir& dir, const std::string& name) {
+  CAIRN_ASSIGN_OR_RETURN(struct stat st, dir.Lstat(name));
+  return ReadXattrsOf(dir, name, st.st_mode);
 }
 
-Result<Entry> CaptureEntry(int dirfd, const std::string& name, const std::string& path,
+Result<Entry> CaptureEntry(Dir& dir, const std::string& name, const std::string& path,
                            const struct stat& st, bool with_xattrs) {
   Entry e;
   e.name = name;
@@ -330,75 +252,47 @@ Result<Entry> CaptureEntry(int dirfd, const std::string& name, const std::string
   if (e.kind == EntryKind::kFile) e.size = static_cast<uint64_t>(st.st_size);
   if (e.kind == EntryKind::kCharDevice || e.kind == EntryKind::kBlockDevice) e.rdev = st.st_rdev;
   if (e.kind == EntryKind::kSymlink) {
-    CAIRN_ASSIGN_OR_RETURN(e.link_target, ReadLinkTarget(dirfd, name, st));
+    CAIRN_ASSIGN_OR_RETURN(e.link_target, ReadLinkTarget(dir, name, st));
   }
   if (with_xattrs) {
-    CAIRN_ASSIGN_OR_RETURN(e.xattrs, ReadXattrsOf(dirfd, name, st.st_mode));
+    CAIRN_ASSIGN_OR_RETURN(e.xattrs, ReadXattrsOf(dir, name, st.st_mode));
   }
   return e;
 }
 
-Status ApplyMetadata(int dirfd, const std::string& name, const Entry& e,
+Status ApplyMetadata(Dir& dir, const std::string& name, const Entry& e,
                      const ApplyOptions& options, std::vector<std::string>* warnings) {
-  if (options.owner && ::geteuid() == 0) {
-    uint32_t uid = e.uid, gid = e.gid;
-    if (options.by_name) {
-      if (auto u = e.user.empty() ? std::nullopt : UidOf(e.user)) uid = *u;
-      if (auto g = e.group.empty() ? std::nullopt : GidOf(e.group)) gid = *g;
-    }
-    if (::fchownat(dirfd, name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
-      return ErrnoToStatus(errno, fmt::format("{}: chown {}:{}", Shown(e), uid, gid));
-    }
-  }
-  if (e.kind != EntryKind::kSymlink) {
-    // The restore created `name` itself, so it is not a symlink; a single
-    // name under a directory fd follows nothing else.
-    if (::fchmodat(dirfd, name.c_str(), e.mode & 07777, 0) != 0) {
-      return ErrnoToStatus(errno, fmt::format("{}: chmod {:o}", Shown(e), e.mode & 07777));
-    }
-  }
-  CAIRN_RETURN_IF_ERROR(ApplyXattrs(dirfd, name, e, warnings));
-  struct timespec times[2];
-  times[0].tv_sec = 0;
-  times[0].tv_nsec = UTIME_OMIT;
-  times[1] = MtimeSpec(e.mtime_ns);
-  if (::utimensat(dirfd, name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
-    return ErrnoToStatus(errno, fmt::format("{}: set mtime", Shown(e)));
-  }
-  return Status::Ok();
+  DirEntrySetter set{dir, name};
+  return Apply(set, e, options, warnings);
 }
 
-Status CreateSpecial(int dirfd, const std::string& name, const Entry& e) {
-  int rc = 0;
-  std::string_view what;
+Status ApplyMetadata(WritableFile& file, const Entry& e, const ApplyOptions& options,
+                     std::vector<std::string>* warnings) {
+  return Apply(file, e, options, warnings);
+}
+
+Status CreateSpecial(Dir& dir, const std::string& name, const Entry& e) {
   switch (e.kind) {
     case EntryKind::kSymlink:
-      what = "symlink";
-      rc = ::symlinkat(e.link_target.c_str(), dirfd, name.c_str());
-      break;
+      return dir.CreateSymlink(name, e.link_target);
     case EntryKind::kFifo:
-      what = "mkfifo";
-      rc = ::mkfifoat(dirfd, name.c_str(), e.mode & 07777);
-      break;
+      return dir.CreateNode(name, S_IFIFO | (e.mode & 07777), 0);
     case EntryKind::kCharDevice:
     case EntryKind::kBlockDevice: {
-      what = "mknod";
       const mode_t type = e.kind == EntryKind::kCharDevice ? S_IFCHR : S_IFBLK;
-      rc = ::mknodat(dirfd, name.c_str(), type | (e.mode & 07777), static_cast<dev_t>(e.rdev));
-      if (rc != 0 && errno == EPERM) {
+      Status s = dir.CreateNode(name, type | (e.mode & 07777), e.rdev);
+      if (s.code() == StatusCode::kPermissionDenied) {
         return PermissionDeniedError(fmt::format("{}: creating a device node ({}:{}) needs root",
                                                  Shown(e), major(static_cast<dev_t>(e.rdev)),
                                                  minor(static_cast<dev_t>(e.rdev))));
       }
-      break;
+      return s;
     }
     default:
       return InvalidArgumentError(
           fmt::format("{}: CreateSpecial given a kind it does not create ({})", Shown(e),
                       static_cast<int>(e.kind)));
   }
-  if (rc != 0) return ErrnoToStatus(errno, fmt::format("{}: {}", Shown(e), what));
-  return Status::Ok();
 }
 
 }  // namespace cairn::tree

@@ -21,13 +21,16 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kMtime = 1'600'000'000'123'456'789;
 
-// A temporary directory and an fd on it, as the backup walk and the
-// restore hold them.
+// A temporary directory, open as a Dir as the backup walk and the restore
+// hold it (and as an fd, for setting up with raw calls).
 class FsMetaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dirfd_ = ::open(dir_.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     ASSERT_GE(dirfd_, 0);
+    auto d = env_->OpenDir(dir_.path());
+    CAIRN_ASSERT_OK(d);
+    d_ = std::move(*d);
   }
   void TearDown() override {
     if (dirfd_ >= 0) ::close(dirfd_);
@@ -49,7 +52,7 @@ class FsMetaTest : public ::testing::Test {
   }
 
   Result<Entry> Capture(const std::string& name, bool with_xattrs = true) {
-    return CaptureEntry(dirfd_, name, "sub/" + name, Lstat(name), with_xattrs);
+    return CaptureEntry(*d_, name, "sub/" + name, Lstat(name), with_xattrs);
   }
 
   // Sets a user.* xattr; false when the filesystem refuses user xattrs.
@@ -59,6 +62,8 @@ class FsMetaTest : public ::testing::Test {
 
   test_util::TempDir dir_;
   int dirfd_ = -1;
+  std::unique_ptr<Env> env_ = NewPosixEnv();
+  std::unique_ptr<Dir> d_;
 };
 
 TEST_F(FsMetaTest, CapturesFileDirectorySymlinkFifo) {
@@ -104,13 +109,16 @@ TEST_F(FsMetaTest, CapturesFileDirectorySymlinkFifo) {
   EXPECT_EQ(fifo->mode, 0604u);
 }
 
-TEST_F(FsMetaTest, CapturesByAbsolutePathWithAtFdcwd) {
-  test_util::WriteFileOrFail(dir_.Join("f"), AsBytes("x"));
-  struct stat st = Lstat("f");
-  auto e = CaptureEntry(AT_FDCWD, dir_.Join("f"), "", st, true);
+TEST_F(FsMetaTest, CapturesTheDirectoryItselfByEmptyName) {
+  ASSERT_EQ(::mkdirat(dirfd_, "sub", 0751), 0);
+  auto sub = env_->OpenDir(dir_.Join("sub"));
+  CAIRN_ASSERT_OK(sub);
+  auto st = (*sub)->Lstat("");
+  CAIRN_ASSERT_OK(st);
+  auto e = CaptureEntry(**sub, "", "", *st, true);
   CAIRN_ASSERT_OK(e);
-  EXPECT_EQ(e->kind, EntryKind::kFile);
-  EXPECT_EQ(e->size, 1u);
+  EXPECT_EQ(e->kind, EntryKind::kDirectory);
+  EXPECT_EQ(e->mode, 0751u);
 }
 
 TEST_F(FsMetaTest, XattrsRoundTripThroughApply) {
@@ -126,13 +134,13 @@ TEST_F(FsMetaTest, XattrsRoundTripThroughApply) {
   EXPECT_EQ(src->xattrs[0], (Xattr{"user.a", ""}));  // sorted by name
   EXPECT_EQ(src->xattrs[1], (Xattr{"user.b", std::string("v\0w", 3)}));
 
-  auto read = ReadXattrs(dirfd_, "src");
+  auto read = ReadXattrs(*d_, "src");
   CAIRN_ASSERT_OK(read);
   EXPECT_EQ(*read, src->xattrs);
 
   test_util::WriteFileOrFail(dir_.Join("dst"), AsBytes("b"));
   std::vector<std::string> warnings;
-  CAIRN_ASSERT_OK(ApplyMetadata(dirfd_, "dst", *src, ApplyOptions{}, &warnings));
+  CAIRN_ASSERT_OK(ApplyMetadata(*d_, "dst", *src, ApplyOptions{}, &warnings));
   EXPECT_TRUE(warnings.empty());
   auto dst = Capture("dst");
   CAIRN_ASSERT_OK(dst);
@@ -150,7 +158,7 @@ TEST_F(FsMetaTest, XattrsOfSymlinkTargetNotFollowed) {
   test_util::WriteFileOrFail(dir_.Join("target"), AsBytes("t"));
   if (!TrySetXattr("target", "user.t", "1")) GTEST_SKIP() << "no user xattrs here";
   ASSERT_EQ(::symlinkat("target", dirfd_, "link"), 0);
-  auto xattrs = ReadXattrs(dirfd_, "link");
+  auto xattrs = ReadXattrs(*d_, "link");
   CAIRN_ASSERT_OK(xattrs);
   EXPECT_TRUE(xattrs->empty());
 }
@@ -167,7 +175,7 @@ TEST_F(FsMetaTest, AppliesTimesToTheSymlinkItself) {
   e.mode = 0;  // not applied to symlinks
   e.mtime_ns = 1'234'567'890'987'654'321;
   std::vector<std::string> warnings;
-  CAIRN_ASSERT_OK(ApplyMetadata(dirfd_, "link", e, ApplyOptions{}, &warnings));
+  CAIRN_ASSERT_OK(ApplyMetadata(*d_, "link", e, ApplyOptions{}, &warnings));
   struct stat link = Lstat("link");
   EXPECT_EQ(link.st_mtim.tv_sec, 1'234'567'890);
   EXPECT_EQ(link.st_mtim.tv_nsec, 987'654'321);
@@ -187,7 +195,7 @@ TEST_F(FsMetaTest, AppliesModeAndOwner) {
   e.user = "no-such-user-cairn";  // by name falls back to the ids
   e.group = "no-such-group-cairn";
   e.mtime_ns = kMtime;
-  CAIRN_ASSERT_OK(ApplyMetadata(dirfd_, "f", e, ApplyOptions{}, nullptr));
+  CAIRN_ASSERT_OK(ApplyMetadata(*d_, "f", e, ApplyOptions{}, nullptr));
   struct stat st = Lstat("f");
   EXPECT_EQ(st.st_mode & 07777, 02751u);
   EXPECT_EQ(st.st_uid, ::getuid());
@@ -199,7 +207,7 @@ TEST_F(FsMetaTest, CreateSpecialMakesSymlinkAndFifo) {
   link.kind = EntryKind::kSymlink;
   link.path = "d/link";
   link.link_target = "/etc/passwd";
-  CAIRN_ASSERT_OK(CreateSpecial(dirfd_, "link", link));
+  CAIRN_ASSERT_OK(CreateSpecial(*d_, "link", link));
   auto captured = Capture("link");
   CAIRN_ASSERT_OK(captured);
   EXPECT_EQ(captured->link_target, "/etc/passwd");
@@ -208,7 +216,7 @@ TEST_F(FsMetaTest, CreateSpecialMakesSymlinkAndFifo) {
   fifo.kind = EntryKind::kFifo;
   fifo.path = "fifo";
   fifo.mode = 0600;
-  CAIRN_ASSERT_OK(CreateSpecial(dirfd_, "fifo", fifo));
+  CAIRN_ASSERT_OK(CreateSpecial(*d_, "fifo", fifo));
   EXPECT_TRUE(S_ISFIFO(Lstat("fifo").st_mode));
 }
 
@@ -218,16 +226,16 @@ TEST_F(FsMetaTest, CreateSpecialRefusesExistingName) {
   link.kind = EntryKind::kSymlink;
   link.path = "x";
   link.link_target = "elsewhere";
-  EXPECT_EQ(CodeOf(CreateSpecial(dirfd_, "x", link)), StatusCode::kAlreadyExists);
+  EXPECT_EQ(CodeOf(CreateSpecial(*d_, "x", link)), StatusCode::kAlreadyExists);
   Entry fifo;
   fifo.kind = EntryKind::kFifo;
   fifo.path = "x";
-  EXPECT_EQ(CodeOf(CreateSpecial(dirfd_, "x", fifo)), StatusCode::kAlreadyExists);
+  EXPECT_EQ(CodeOf(CreateSpecial(*d_, "x", fifo)), StatusCode::kAlreadyExists);
   EXPECT_EQ(test_util::ReadFileOrFail(dir_.Join("x")),
             Bytes(AsBytes("keep").begin(), AsBytes("keep").end()));
   Entry file;
   file.kind = EntryKind::kFile;
-  EXPECT_EQ(CodeOf(CreateSpecial(dirfd_, "y", file)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(CreateSpecial(*d_, "y", file)), StatusCode::kInvalidArgument);
 }
 
 TEST_F(FsMetaTest, CreateSpecialDeviceNeedsPrivilege) {
@@ -236,7 +244,7 @@ TEST_F(FsMetaTest, CreateSpecialDeviceNeedsPrivilege) {
   dev.path = "sub/null";
   dev.mode = 0666;
   dev.rdev = makedev(1, 3);
-  Status s = CreateSpecial(dirfd_, "null", dev);
+  Status s = CreateSpecial(*d_, "null", dev);
   if (s.ok()) {  // privileged: the node is there, with its numbers
     auto captured = Capture("null");
     CAIRN_ASSERT_OK(captured);

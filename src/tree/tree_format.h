@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/bytes.h"
+#include "base/env.h"
 #include "base/status.h"
 
 namespace cairn::tree {
@@ -47,11 +48,7 @@ inline constexpr size_t kMaxXattrValue = 64u << 10;
 inline constexpr size_t kMaxXattrs = 1024;
 inline constexpr size_t kMaxRecordSize = 4u << 20;
 
-struct Xattr {
-  std::string name;   // "user.comment", "system.posix_acl_access", ...
-  std::string value;  // raw bytes
-  bool operator==(const Xattr&) const = default;
-};
+using Xattr = cairn::Xattr;  // base/env.h: name and raw value
 
 struct Entry {
   EntryKind kind = EntryKind::kFile;

@@ -121,7 +121,15 @@ Result<InsertResult> LocalChunkStore::Insert(const ChunkId& id, ByteSpan stored)
 }
 
 Result<InsertResult> LocalChunkStore::InsertAbsent(const ChunkId& id, ByteSpan stored) {
-  Status s = WriteChunkFile(id, stored, /*replace=*/false);
+  return InsertNew(id, stored, /*direct=*/false);
+}
+
+Result<InsertResult> LocalChunkStore::InsertAbsentDirect(const ChunkId& id, ByteSpan stored) {
+  return InsertNew(id, stored, /*direct=*/true);
+}
+
+Result<InsertResult> LocalChunkStore::InsertNew(const ChunkId& id, ByteSpan stored, bool direct) {
+  Status s = WriteChunkFile(id, stored, /*replace=*/false, direct);
   // Another writer got there first: its chunk stays (same id, and for a
   // plain chunk the same bytes).
   if (s.code() == StatusCode::kAlreadyExists) return InsertResult{false, 0};
@@ -134,7 +142,8 @@ Result<InsertResult> LocalChunkStore::Replace(const ChunkId& id, ByteSpan stored
   return InsertResult{true, stored.size()};
 }
 
-Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool replace) {
+Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool replace,
+                                       bool direct) {
   std::string path = ChunkPath(id);
   // A temporary name left by a crashed writer that had our pid (pids repeat
   // after a reboot, and a container's server is often pid 1) is skipped,
@@ -157,7 +166,7 @@ Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool 
     }
   }
   {
-    Status s = WriteChunkData(*file, stored);
+    Status s = WriteChunkData(*file, stored, direct);
     if (s.ok()) s = file->Close();
     if (!s.ok()) {
       env_.RemoveFile(tmp).IgnoreError();
@@ -182,10 +191,10 @@ Status LocalChunkStore::WriteChunkFile(const ChunkId& id, ByteSpan stored, bool 
   return Status::Ok();
 }
 
-Status LocalChunkStore::WriteChunkData(WritableFile& file, ByteSpan stored) {
+Status LocalChunkStore::WriteChunkData(WritableFile& file, ByteSpan stored, bool direct) {
   constexpr size_t kPage = 4096;  // WritableFile::EnableDirectWrites: whole pages only
   const size_t aligned = stored.size() / kPage * kPage;
-  if (!direct_writes_.load(std::memory_order_relaxed) || aligned < kDirectWriteMinBytes ||
+  if (!direct || aligned < kDirectWriteMinBytes ||
       !file.EnableDirectWrites()) {
     return file.WriteAt(0, stored);
   }

@@ -54,15 +54,16 @@ class LocalChunkStore final : public ChunkSource, public ChunkSink {
   Result<bool> Contains(const ChunkId& id) override;
   Status Flush() override;
 
-  // For a bulk writer of chunks it will not read back soon (sync): from
-  // now on a chunk file's page-aligned first part, when at least
+  // InsertAbsent for a bulk writer of chunks it will not read back soon
+  // (sync): the chunk file's page-aligned first part, when at least
   // kDirectWriteMinBytes, is written past the page cache (O_DIRECT, as an
   // image restore writes its target), the rest buffered. It spares the CPU
   // the copy into the page cache and Flush()'s syncfs the writeback of it
   // all at the end; durability is unchanged (Flush() still makes the files
-  // and their names durable). No effect where the file system has no
-  // O_DIRECT (tmpfs).
-  void SetDirectWrites(bool on) { direct_writes_.store(on, std::memory_order_relaxed); }
+  // and their names durable). Buffered where the file system has no
+  // O_DIRECT. Per call, so other writers of the store (a server's backup
+  // sessions) keep their buffered writes.
+  Result<InsertResult> InsertAbsentDirect(const ChunkId& id, ByteSpan stored);
   static constexpr size_t kDirectWriteMinBytes = 64 << 10;
 
   // Moves a damaged chunk aside to <path>.bad (replacing an older .bad), so
@@ -92,14 +93,16 @@ class LocalChunkStore final : public ChunkSource, public ChunkSink {
   // Writes `stored` to a temporary file beside the chunk's path and moves
   // it there (`replace`: over whatever is there; else AlreadyExists when a
   // chunk is there).
-  Status WriteChunkFile(const ChunkId& id, ByteSpan stored, bool replace);
-  // Writes `stored` into the new file, direct where SetDirectWrites asks.
-  Status WriteChunkData(WritableFile& file, ByteSpan stored);
+  // InsertAbsent (`direct`: InsertAbsentDirect).
+  Result<InsertResult> InsertNew(const ChunkId& id, ByteSpan stored, bool direct);
+  // `direct`: see InsertAbsentDirect.
+  Status WriteChunkFile(const ChunkId& id, ByteSpan stored, bool replace, bool direct = false);
+  // Writes `stored` into the new file (`direct`: see InsertAbsentDirect).
+  Status WriteChunkData(WritableFile& file, ByteSpan stored, bool direct);
 
   Env& env_;
   std::string dir_;
   std::atomic<uint64_t> tmp_counter_{0};
-  std::atomic<bool> direct_writes_{false};
 };
 
 }  // namespace cairn::store

@@ -112,11 +112,6 @@ class Syncer {
             source_.Traits().max_reads_in_flight)),
         controller_(copts_) {
     if (options.limit_rate > 0) limiter_ = std::make_unique<RateLimiter>(options.limit_rate);
-    // Chunks copied into a path are written past the page cache, as an
-    // image restore writes: they are not read back soon, and the copy into
-    // the cache was most of the kernel's CPU of a sync and the final
-    // syncfs's wait (LocalChunkStore::SetDirectWrites).
-    if (dst.remote() == nullptr) dst.chunks().SetDirectWrites(true);
   }
 
   Result<SyncReport> Run() {
@@ -536,11 +531,16 @@ class Syncer {
           }
           {
             // Towards a path or an object store, the I/O stage asked
-            // Contains already: the sink does not ask again.
+            // Contains already: the sink does not ask again. Into a path,
+            // past the page cache, as an image restore writes: the copy
+            // into the cache was most of a sync's kernel CPU and left the
+            // commit's syncfs the writeback of it all.
             pipeline::StageTimer timer(meter, pipeline::Stage::kTargetWrites);
-            CAIRN_RETURN_IF_ERROR((dst_is_server_ ? sink.Insert(c.id, data)
-                                                  : sink.InsertAbsent(c.id, data))
-                                      .status());
+            Result<store::InsertResult> inserted =
+                dst_is_server_             ? sink.Insert(c.id, data)
+                : dst_.remote() == nullptr ? dst_.chunks().InsertAbsentDirect(c.id, data)
+                                           : sink.InsertAbsent(c.id, data);
+            CAIRN_RETURN_IF_ERROR(inserted.status());
           }
           copied.fetch_add(1, std::memory_order_relaxed);
           stored.fetch_add(data.size(), std::memory_order_relaxed);

@@ -19,10 +19,10 @@
 //      the stored bytes from SRC (reads in flight chosen by the adaptive
 //      controller, or --jobs), the CPU stage checks them on arrival and
 //      inserts them raw into DST's sink (on a path, their whole pages past
-//      the page cache: LocalChunkStore::SetDirectWrites). The check: the blob's CRC, its mode
-//      against the manifest's (an encrypted snapshot's chunks are
-//      encrypted, a plain one's are not), and for a plain chunk its
-//      decompressed content hashed against its id. No key is needed and
+//      the page cache: LocalChunkStore::InsertAbsentDirect). The check: the
+//      blob's CRC, its mode against the manifest's (an encrypted snapshot's
+//      chunks are encrypted, a plain one's are not), and for a plain chunk
+//      its decompressed content hashed against its id. No key is needed and
 //      nothing is decrypted.
 //   4. The index and blob files are written, then (not through a server)
 //      the notes, the protection mark with keep_protected and the sync

@@ -25,6 +25,21 @@
 namespace cairn {
 namespace {
 
+// The entries of an open directory stream but "." and "..", then closes
+// it; `path` names it in errors.
+Result<std::vector<std::string>> ReadNamesAndClose(DIR* dir, const std::string& path) {
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* e = ::readdir(dir)) {
+    std::string_view name(e->d_name);
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  int err = errno;
+  ::closedir(dir);
+  if (err != 0) return ErrnoToStatus(err, fmt::format("list {}", path));
+  return names;
+}
+
 Status FdStat(int fd, const std::string& path, FileInfo* info) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoToStatus(errno, fmt::format("stat {}", path));
@@ -338,16 +353,7 @@ class PosixDir final : public Dir {
       if (fd >= 0) ::close(fd);
       return ErrnoToStatus(err, fmt::format("list {}", path_));
     }
-    std::vector<std::string> names;
-    errno = 0;
-    while (struct dirent* e = ::readdir(dir)) {
-      std::string_view name(e->d_name);
-      if (name != "." && name != "..") names.emplace_back(name);
-    }
-    int err = errno;
-    ::closedir(dir);
-    if (err != 0) return ErrnoToStatus(err, fmt::format("list {}", path_));
-    return names;
+    return ReadNamesAndClose(dir, path_);
   }
 
   Result<struct stat> Lstat(const std::string& name) override {
@@ -599,16 +605,7 @@ class PosixEnv final : public Env {
   Result<std::vector<std::string>> ListDir(const std::string& path) override {
     DIR* dir = ::opendir(path.c_str());
     if (dir == nullptr) return ErrnoToStatus(errno, fmt::format("list {}", path));
-    std::vector<std::string> names;
-    errno = 0;
-    while (struct dirent* e = ::readdir(dir)) {
-      std::string_view name(e->d_name);
-      if (name != "." && name != "..") names.emplace_back(name);
-    }
-    int err = errno;
-    ::closedir(dir);
-    if (err != 0) return ErrnoToStatus(err, fmt::format("list {}", path));
-    return names;
+    return ReadNamesAndClose(dir, path);
   }
 
   Result<std::unique_ptr<Dir>> OpenDir(const std::string& path) override {

@@ -16,9 +16,11 @@
 // the endpoint when there is one; easy handles are reset and reused too.
 //
 // Every request is signed with SigV4 (sigv4.h) afresh on each attempt
-// (x-amz-date changes), with the payload's SHA-256 as x-amz-content-sha256
-// and Content-MD5 on every request with a body (the server checks MD5; no
-// server checks the SHA-256). Retries: transport errors (connect, reset,
+// (x-amz-date changes), with the payload's SHA-256 as x-amz-content-sha256,
+// which the server checks against the body it receives (S3 and RGW answer
+// XAmzContentSHA256Mismatch); Content-MD5 only where that hash does not
+// cover the body (UNSIGNED-PAYLOAD) and on POST (multi-object delete, where
+// S3 requires it). Retries: transport errors (connect, reset,
 // timeout) and 5xx/SlowDown/RequestTimeout, up to retry.max_attempts;
 // never another 4xx. Error mapping: s3_protocol.h.
 //

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <future>
 #include <latch>
 #include <map>
 #include <mutex>
@@ -326,7 +327,7 @@ std::unique_ptr<S3Client> OpenFake(const FakeS3Server& server, int max_connectio
   return std::move(*client);
 }
 
-TEST(S3ClientTest, SignsAndSendsPutWithContentMd5) {
+TEST(S3ClientTest, SignsPutWithThePayloadHashAndNoContentMd5) {
   std::mutex mu;
   FakeS3Server::Request seen;
   FakeS3Server server([&](const FakeS3Server::Request& r) {
@@ -342,14 +343,42 @@ TEST(S3ClientTest, SignsAndSendsPutWithContentMd5) {
   EXPECT_EQ(seen.method, "PUT");
   EXPECT_EQ(seen.target, "/bkt/dir/k%201");
   EXPECT_EQ(seen.body, "abc");
-  EXPECT_EQ(seen.headers["content-md5"], "kAFQmDzST7DWlj99KOF/cg==");
+  // The signed SHA-256 covers the body (the server checks it): no MD5 too.
+  EXPECT_EQ(seen.headers.count("content-md5"), 0u);
   EXPECT_EQ(seen.headers["if-none-match"], "*");
   EXPECT_EQ(seen.headers["x-amz-content-sha256"], Sha256Hex(AsBytes(std::string_view("abc"))));
   EXPECT_EQ(seen.headers.count("expect"), 0u);
   EXPECT_TRUE(seen.headers["authorization"].starts_with("AWS4-HMAC-SHA256 Credential=AK/"));
-  EXPECT_NE(seen.headers["authorization"].find("SignedHeaders=content-md5;content-type;host;"
+  EXPECT_NE(seen.headers["authorization"].find("SignedHeaders=content-type;host;"
                                                "if-none-match;x-amz-content-sha256;x-amz-date"),
             std::string::npos);
+}
+
+TEST(S3ClientTest, ContentMd5WhereThePayloadIsUnsignedAndOnPost) {
+  std::mutex mu;
+  std::vector<FakeS3Server::Request> seen;
+  FakeS3Server server([&](const FakeS3Server::Request& r) {
+    std::lock_guard lock(mu);
+    seen.push_back(r);
+    return FakeS3Server::Reply{200, "", ""};
+  });
+  auto client = OpenFake(server);
+  auto send = [&](S3Request r) {
+    std::promise<Result<S3Response>> done;
+    client->Submit(std::move(r), [&](Result<S3Response> got) { done.set_value(std::move(got)); });
+    auto got = done.get_future().get();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+  };
+  S3Request unsigned_put{"PutObject", "PUT", "bkt", "u", {}, {}, Bytes{'a', 'b', 'c'}, false};
+  send(unsigned_put);
+  S3Request post{"DeleteObjects", "POST", "bkt", "", {{"delete", ""}}, {}, Bytes{'a', 'b', 'c'}, true};
+  send(post);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].headers["x-amz-content-sha256"], "UNSIGNED-PAYLOAD");
+  EXPECT_EQ(seen[0].headers["content-md5"], "kAFQmDzST7DWlj99KOF/cg==");
+  EXPECT_EQ(seen[1].headers["content-md5"], "kAFQmDzST7DWlj99KOF/cg==");
+  EXPECT_EQ(seen[1].headers["x-amz-content-sha256"], Sha256Hex(AsBytes(std::string_view("abc"))));
 }
 
 TEST(S3ClientTest, RetriesServerErrorsButNotClientErrors) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <random>
 #include <stop_token>
 #include <thread>
@@ -178,13 +179,16 @@ class S3Client::Impl {
     }
     call->target = std::move(*target);
     // Hashing happens here, on the submitting thread, not on the I/O thread.
-    call->payload_hash = request.sign_payload ? Sha256Hex(request.body) : std::string(kUnsignedPayload);
-    // Content-MD5 only where the SHA-256 does not cover the body: S3 and
-    // RGW refuse a body that does not match a signed x-amz-content-sha256
-    // (XAmzContentSHA256Mismatch; S3RgwTest.RefusesABodyThatDoesNotMatchItsSignedHash),
-    // so an MD5 beside it checked the same bytes again at ~0.75 GB/s, the
-    // largest CPU cost of a sync to S3. POST (multi-object delete) needs it.
-    if (request.method == "POST" || (!request.body.empty() && !request.sign_payload)) {
+    call->payload_hash = !request.payload_hash.empty() ? request.payload_hash
+                         : request.sign_payload       ? Sha256Hex(request.body)
+                                                      : std::string(kUnsignedPayload);
+    // Content-MD5 where nothing else makes the server check the body: a
+    // server that checks the signed SHA-256 (payload_hash_checked_) needs
+    // no second hash of the same bytes (~0.75 GB/s, the largest CPU cost of
+    // a sync to S3). POST (multi-object delete) needs it anyway.
+    const bool sha_checked = request.sign_payload && request.payload_hash.empty() &&
+                             payload_hash_checked_.load(std::memory_order_relaxed);
+    if (request.method == "POST" || (!request.body.empty() && !sha_checked)) {
       call->content_md5 = ContentMd5(request.body);
     }
     if (config_.upload_limit) config_.upload_limit->Acquire(request.body.size());
@@ -421,6 +425,13 @@ class S3Client::Impl {
   std::mt19937_64 rng_;
 
   std::atomic<uint64_t> requests_{0}, retries_{0}, connections_{0};
+
+ public:
+  // ProbePayloadHashCheck's verdict (any thread; set once).
+  std::once_flag probe_once_;
+  std::atomic<bool> payload_hash_checked_{false};
+
+ private:
   std::jthread thread_;  // last: starts after, and stops before, the rest
 };
 
@@ -444,5 +455,14 @@ void S3Client::Submit(S3Request request, RawCallback done) {
   impl_->Submit(std::move(request), std::move(done));
 }
 S3Client::Stats S3Client::stats() const { return impl_->stats(); }
+bool S3Client::payload_hash_checked() const {
+  return impl_->payload_hash_checked_.load(std::memory_order_relaxed);
+}
+bool S3Client::ProbePayloadHashCheck(const std::string& probe_key) {
+  std::call_once(impl_->probe_once_, [&] {
+    impl_->payload_hash_checked_.store(ProbeServerChecksPayloadHash(probe_key), std::memory_order_relaxed);
+  });
+  return payload_hash_checked();
+}
 
 }  // namespace cairn::s3

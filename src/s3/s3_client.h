@@ -17,10 +17,10 @@
 //
 // Every request is signed with SigV4 (sigv4.h) afresh on each attempt
 // (x-amz-date changes), with the payload's SHA-256 as x-amz-content-sha256,
-// which the server checks against the body it receives (S3 and RGW answer
-// XAmzContentSHA256Mismatch); Content-MD5 only where that hash does not
-// cover the body (UNSIGNED-PAYLOAD) and on POST (multi-object delete, where
-// S3 requires it). Retries: transport errors (connect, reset,
+// and Content-MD5 on POST (multi-object delete, where S3 requires it) and
+// on every request with a body, unless ProbePayloadHashCheck() has shown
+// that the server checks the signed SHA-256 against the body (S3 and RGW
+// do): then a signed PUT goes without the MD5. Retries: transport errors (connect, reset,
 // timeout) and 5xx/SlowDown/RequestTimeout, up to retry.max_attempts;
 // never another 4xx. Error mapping: s3_protocol.h.
 //
@@ -98,6 +98,9 @@ struct S3Request {
   Pairs headers;  // extra headers (Range, If-None-Match, Content-Type)
   Bytes body;
   bool sign_payload = true;  // false: x-amz-content-sha256 = UNSIGNED-PAYLOAD
+  // Empty: the body's SHA-256 (or UNSIGNED-PAYLOAD). Set: sent and signed
+  // as given, whatever the body (ProbePayloadHashCheck's wrong hash).
+  std::string payload_hash;
 };
 
 struct S3Response {
@@ -152,6 +155,19 @@ class S3Client {
   Status HeadBucket();
   Status DeleteBucket();
 
+  // Whether the server refuses a body that does not match its signed
+  // x-amz-content-sha256 (S3 and Ceph RGW do; not every S3-compatible
+  // server does). Until a probe has shown it, every PUT with a body also
+  // carries Content-MD5, which every server checks; after, signed PUTs go
+  // without (the MD5 cost more CPU than the SHA-256 beside it). The probe:
+  // one PUT of `probe_key` signed for other bytes than it carries; a 400
+  // XAmzContentSHA256Mismatch says the server checks; a stored object (then
+  // deleted again) or any other answer says it does not, or that we cannot
+  // tell: MD5 stays. Returns the verdict, which later calls keep; the
+  // first caller probes, concurrent ones wait for it.
+  bool ProbePayloadHashCheck(const std::string& probe_key);
+  bool payload_hash_checked() const;
+
   // Sent, retried, completed: counters for tests and logs.
   struct Stats {
     uint64_t requests = 0;
@@ -165,6 +181,7 @@ class S3Client {
  private:
   explicit S3Client(std::unique_ptr<Impl> impl);
   Result<S3Response> Call(S3Request request);
+  bool ProbeServerChecksPayloadHash(const std::string& probe_key);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -66,10 +66,10 @@ class S3RgwTest : public ::testing::Test {
   std::unique_ptr<S3Client> client_;
 };
 
-// cairn sends no Content-MD5 with a signed payload (s3_client.cc): that
-// relies on the server refusing a body that does not match the signed
-// x-amz-content-sha256. Checked here on the real server, with a PUT signed
-// for other bytes than it carries.
+// cairn sends no Content-MD5 with a signed payload once a probe has shown
+// that the server refuses a body that does not match the signed
+// x-amz-content-sha256 (S3Client::ProbePayloadHashCheck). Checked here on
+// the real server, by hand and by the probe.
 TEST_F(S3RgwTest, RefusesABodyThatDoesNotMatchItsSignedHash) {
   const std::string endpoint = config_.endpoint;
   const std::string host = endpoint.substr(endpoint.find("://") + 3);
@@ -115,6 +115,9 @@ TEST_F(S3RgwTest, RefusesABodyThatDoesNotMatchItsSignedHash) {
   EXPECT_NE(bad.second.find("XAmzContentSHA256Mismatch"), std::string::npos) << bad.second;
   EXPECT_EQ(client_->HeadObject("altered").status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(client_->HeadObject("hashed").ok());
+  // The client's own probe says the same and leaves nothing behind.
+  EXPECT_TRUE(client_->ProbePayloadHashCheck(".probe/payload-hash-check"));
+  EXPECT_EQ(client_->HeadObject(".probe/payload-hash-check").status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(S3RgwTest, ObjectsRangesCreateOnlyListDeleteAndErrors) {

@@ -327,31 +327,69 @@ std::unique_ptr<S3Client> OpenFake(const FakeS3Server& server, int max_connectio
   return std::move(*client);
 }
 
-TEST(S3ClientTest, SignsPutWithThePayloadHashAndNoContentMd5) {
+TEST(S3ClientTest, PutCarriesContentMd5UntilAProbeShowsTheServerChecksTheHash) {
   std::mutex mu;
-  FakeS3Server::Request seen;
+  std::vector<FakeS3Server::Request> seen;
   FakeS3Server server([&](const FakeS3Server::Request& r) {
     std::lock_guard lock(mu);
-    seen = r;
+    seen.push_back(r);
+    if (r.target == "/bkt/.probe/check" &&
+        r.headers.at("x-amz-content-sha256") != Sha256Hex(AsBytes(std::string_view(r.body)))) {
+      return FakeS3Server::Reply{400, "<Error><Code>XAmzContentSHA256Mismatch</Code></Error>", ""};
+    }
     return FakeS3Server::Reply{200, "", "ETag: \"x\"\r\n"};
   });
   auto client = OpenFake(server);
   PutOptions opts;
   opts.create_only = true;
   ASSERT_TRUE(client->PutObject("dir/k 1", Bytes{'a', 'b', 'c'}, opts).ok());
+  EXPECT_FALSE(client->payload_hash_checked());
+  EXPECT_TRUE(client->ProbePayloadHashCheck(".probe/check"));
+  EXPECT_TRUE(client->ProbePayloadHashCheck(".probe/check"));  // once: the verdict is kept
+  ASSERT_TRUE(client->PutObject("dir/k 1", Bytes{'a', 'b', 'c'}, opts).ok());
   std::lock_guard lock(mu);
-  EXPECT_EQ(seen.method, "PUT");
-  EXPECT_EQ(seen.target, "/bkt/dir/k%201");
-  EXPECT_EQ(seen.body, "abc");
-  // The signed SHA-256 covers the body (the server checks it): no MD5 too.
-  EXPECT_EQ(seen.headers.count("content-md5"), 0u);
-  EXPECT_EQ(seen.headers["if-none-match"], "*");
-  EXPECT_EQ(seen.headers["x-amz-content-sha256"], Sha256Hex(AsBytes(std::string_view("abc"))));
-  EXPECT_EQ(seen.headers.count("expect"), 0u);
-  EXPECT_TRUE(seen.headers["authorization"].starts_with("AWS4-HMAC-SHA256 Credential=AK/"));
-  EXPECT_NE(seen.headers["authorization"].find("SignedHeaders=content-type;host;"
-                                               "if-none-match;x-amz-content-sha256;x-amz-date"),
+  ASSERT_EQ(seen.size(), 3u);
+  const auto& before = seen[0];
+  EXPECT_EQ(before.method, "PUT");
+  EXPECT_EQ(before.target, "/bkt/dir/k%201");
+  EXPECT_EQ(before.body, "abc");
+  EXPECT_EQ(before.headers.at("content-md5"), "kAFQmDzST7DWlj99KOF/cg==");
+  EXPECT_EQ(before.headers.at("if-none-match"), "*");
+  EXPECT_EQ(before.headers.at("x-amz-content-sha256"), Sha256Hex(AsBytes(std::string_view("abc"))));
+  EXPECT_EQ(before.headers.count("expect"), 0u);
+  EXPECT_TRUE(before.headers.at("authorization").starts_with("AWS4-HMAC-SHA256 Credential=AK/"));
+  EXPECT_NE(before.headers.at("authorization").find("SignedHeaders=content-md5;content-type;host;"
+                                                   "if-none-match;x-amz-content-sha256;x-amz-date"),
             std::string::npos);
+  // The probe: signed for other bytes than it carries.
+  EXPECT_EQ(seen[1].target, "/bkt/.probe/check");
+  EXPECT_NE(seen[1].headers.at("x-amz-content-sha256"), Sha256Hex(AsBytes(std::string_view(seen[1].body))));
+  // After it, the signed SHA-256 is the body's only check: no MD5.
+  const auto& after = seen[2];
+  EXPECT_EQ(after.headers.count("content-md5"), 0u);
+  EXPECT_EQ(after.headers.at("x-amz-content-sha256"), Sha256Hex(AsBytes(std::string_view("abc"))));
+  EXPECT_NE(after.headers.at("authorization").find("SignedHeaders=content-type;host;"
+                                                  "if-none-match;x-amz-content-sha256;x-amz-date"),
+            std::string::npos);
+}
+
+TEST(S3ClientTest, AServerThatStoresAMismatchedBodyKeepsContentMd5) {
+  std::mutex mu;
+  std::vector<FakeS3Server::Request> seen;
+  FakeS3Server server([&](const FakeS3Server::Request& r) {
+    std::lock_guard lock(mu);
+    seen.push_back(r);
+    return FakeS3Server::Reply{200, "", ""};  // checks nothing
+  });
+  auto client = OpenFake(server);
+  EXPECT_FALSE(client->ProbePayloadHashCheck(".probe/check"));
+  ASSERT_TRUE(client->PutObject("k", Bytes{'a', 'b', 'c'}).ok());
+  std::lock_guard lock(mu);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].method, "PUT");
+  EXPECT_EQ(seen[1].method, "DELETE");  // the probe object it stored goes again
+  EXPECT_EQ(seen[1].target, "/bkt/.probe/check");
+  EXPECT_EQ(seen[2].headers.at("content-md5"), "kAFQmDzST7DWlj99KOF/cg==");
 }
 
 TEST(S3ClientTest, ContentMd5WhereThePayloadIsUnsignedAndOnPost) {
@@ -369,9 +407,9 @@ TEST(S3ClientTest, ContentMd5WhereThePayloadIsUnsignedAndOnPost) {
     auto got = done.get_future().get();
     ASSERT_TRUE(got.ok()) << got.status().ToString();
   };
-  S3Request unsigned_put{"PutObject", "PUT", "bkt", "u", {}, {}, Bytes{'a', 'b', 'c'}, false};
+  S3Request unsigned_put{"PutObject", "PUT", "bkt", "u", {}, {}, Bytes{'a', 'b', 'c'}, false, {}};
   send(unsigned_put);
-  S3Request post{"DeleteObjects", "POST", "bkt", "", {{"delete", ""}}, {}, Bytes{'a', 'b', 'c'}, true};
+  S3Request post{"DeleteObjects", "POST", "bkt", "", {{"delete", ""}}, {}, Bytes{'a', 'b', 'c'}, true, {}};
   send(post);
   std::lock_guard lock(mu);
   ASSERT_EQ(seen.size(), 2u);

@@ -67,7 +67,15 @@ store::SourceTraits S3ChunkStore::Traits() const {
   return t;
 }
 
+// Before the first upload: whether the server checks the signed payload
+// hash, so that chunk PUTs can go without Content-MD5 (S3Client). Under
+// a dot directory, which neither the metadata listing nor gc reads.
+void S3ChunkStore::ProbeOnce() {
+  client_->ProbePayloadHashCheck(location_.Key(".probe/payload-hash-check"));
+}
+
 Result<store::InsertResult> S3ChunkStore::Insert(const store::ChunkId& id, ByteSpan stored) {
+  ProbeOnce();
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return uploads_ < kMaxUploads; });
@@ -79,6 +87,7 @@ Result<store::InsertResult> S3ChunkStore::Insert(const store::ChunkId& id, ByteS
 }
 
 Result<store::InsertResult> S3ChunkStore::Replace(const store::ChunkId& id, ByteSpan stored) {
+  ProbeOnce();
   Status s = client_->PutObject(ChunkKey(id), Bytes(stored.begin(), stored.end()));
   if (!s.ok()) return s.WithContext(fmt::format("storing chunk {}", crypto::DigestHex(id)));
   return store::InsertResult{true, stored.size()};

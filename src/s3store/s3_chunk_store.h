@@ -65,6 +65,7 @@ class S3ChunkStore final : public store::ChunkSource, public store::ChunkSink {
  private:
   void Upload(std::string key, Bytes body);
   void UploadDone(const std::string& key, Status s);
+  void ProbeOnce();
 
   std::shared_ptr<s3::S3Client> client_;
   S3Location location_;

@@ -13,7 +13,9 @@
 //
 // Waits are written as loops over the condition rather than with a
 // predicate: the analysis checks a lambda as a function of its own, which
-// would not know that `mu_` is held.
+// would not know that `mu_` is held. A wait that a std::stop_token ends
+// uses std::condition_variable_any on the Mutex itself, with its predicate
+// marked: `cv_.wait(mu_, stop, [&]() REQUIRES(mu_) { return ready_; })`.
 //
 // Thread safety: a Mutex and a CondVar are what they are for; a MutexLock
 // belongs to the thread that made it.

@@ -90,10 +90,7 @@ class CondVar {
   // False when `timeout` passed.
   template <class Rep, class Period>
   bool WaitFor(Mutex& mu, const std::chrono::duration<Rep, Period>& timeout) REQUIRES(mu) {
-    std::unique_lock<std::mutex> lock(mu.mu_, std::adopt_lock);
-    bool woken = cv_.wait_for(lock, timeout) == std::cv_status::no_timeout;
-    lock.release();
-    return woken;
+    return WaitUntil(mu, std::chrono::steady_clock::now() + timeout);
   }
   void NotifyOne() noexcept { cv_.notify_one(); }
   void NotifyAll() noexcept { cv_.notify_all(); }

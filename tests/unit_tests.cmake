@@ -9,6 +9,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/store/local_chunk_store_test.cc
   ${PROJECT_SOURCE_DIR}/src/store/injecting_source_test.cc
   ${PROJECT_SOURCE_DIR}/src/datastore/datastore_test.cc
+  ${PROJECT_SOURCE_DIR}/src/base/mutex_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/bounded_queue_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/buffer_pool_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/fair_queue_test.cc

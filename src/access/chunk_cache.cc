@@ -7,11 +7,13 @@
 namespace cairn::access {
 
 struct ChunkCache::Flight {
-  std::condition_variable cv;  // waits on the cache's mu_
-  bool done = false;           // GUARDED_BY(mu_)
-  bool abandoned = false;      // GUARDED_BY(mu_): joiners load it themselves
-  Status status;               // GUARDED_BY(mu_)
-  ChunkRef chunk;              // GUARDED_BY(mu_)
+  // The fields are guarded by the cache's mu_, which the analysis cannot
+  // name from here (it would take it for a mutex of the Flight).
+  CondVar cv;  // waits on the cache's mu_
+  bool done = false;
+  bool abandoned = false;  // joiners load it themselves
+  Status status;
+  ChunkRef chunk;
 };
 
 namespace {
@@ -22,7 +24,7 @@ constexpr size_t kPooledBuffers = 8;
 }  // namespace
 
 ReadBuffer ChunkBufferPool::Take(size_t want) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (free_.empty()) return ReadBuffer();
   size_t pick = 0;
   for (size_t i = 0; i < free_.size(); ++i) {
@@ -41,7 +43,7 @@ ReadBuffer ChunkBufferPool::Take(size_t want) {
 void ChunkBufferPool::Give(ReadBuffer buffer) {
   if (buffer.capacity() == 0) return;
   buffer.Clear();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (free_.size() < max_) free_.push_back(std::move(buffer));
 }
 
@@ -85,7 +87,7 @@ ChunkCache::~ChunkCache() = default;
 Result<ChunkRef> ChunkCache::Get(const crypto::Digest& id, const Loader& load) {
   std::shared_ptr<Flight> flight;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (true) {
       if (auto bad = bad_.find(id); bad != bad_.end()) {
         ++stats_.known_bad_hits;
@@ -101,7 +103,7 @@ Result<ChunkRef> ChunkCache::Get(const crypto::Digest& id, const Loader& load) {
       }
       std::shared_ptr<Flight> joined = e.flight;
       ++stats_.joins;
-      joined->cv.wait(lock, [&] { return joined->done; });
+      while (!joined->done) joined->cv.Wait(mu_);
       if (joined->abandoned) continue;  // look again: load it ourselves
       if (!joined->status.ok()) return joined->status;
       return joined->chunk;
@@ -113,13 +115,13 @@ Result<ChunkRef> ChunkCache::Get(const crypto::Digest& id, const Loader& load) {
   Result<DecodedChunk> loaded = load();
   Status status = loaded.status();
   Finish(id, flight, std::move(loaded), /*abandoned=*/false);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!status.ok()) return status;
   return flight->chunk;
 }
 
 std::optional<ChunkCache::Claim> ChunkCache::TryClaim(const crypto::Digest& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (bad_.count(id) != 0 || entries_.count(id) != 0) return std::nullopt;
   auto flight = std::make_shared<Flight>();
   entries_.emplace(id, Entry{flight, nullptr, 0, {}});
@@ -141,7 +143,7 @@ void ChunkCache::Finish(const crypto::Digest& id, const std::shared_ptr<Flight>&
   bool report = false;
   Status status = loaded.status();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = entries_.find(id);
     // The entry is this flight's: nothing else replaces an entry in flight.
     if (chunk) {
@@ -169,7 +171,7 @@ void ChunkCache::Finish(const crypto::Digest& id, const std::shared_ptr<Flight>&
     flight->status = status;
     flight->chunk = chunk;
   }
-  flight->cv.notify_all();
+  flight->cv.NotifyAll();
   if (report && options_.logger != nullptr) {
     options_.logger->Error("{} (reads that need it fail with EIO)", status.message());
   }
@@ -189,13 +191,13 @@ void ChunkCache::EvictLocked() {
 }
 
 bool ChunkCache::Contains(const crypto::Digest& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(id);
   return it != entries_.end() && it->second.chunk != nullptr;
 }
 
 ChunkCacheStats ChunkCache::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 

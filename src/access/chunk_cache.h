@@ -22,17 +22,16 @@
 // Thread safety: all methods may be called concurrently from any thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "base/logging.h"
+#include "base/mutex.h"
 #include "base/read_buffer.h"
 #include "base/status.h"
 #include "crypto/crypt_config.h"
@@ -65,8 +64,8 @@ class ChunkBufferPool {
 
  private:
   const size_t max_;
-  std::mutex mu_;
-  std::vector<ReadBuffer> free_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<ReadBuffer> free_ GUARDED_BY(mu_);
 };
 
 // Reads the stored bytes of `id` from `source` and decodes and checks them
@@ -163,16 +162,16 @@ class ChunkCache {
   // loaded it, joiners retry.
   void Finish(const crypto::Digest& id, const std::shared_ptr<Flight>& flight,
               Result<DecodedChunk> loaded, bool abandoned);
-  void EvictLocked();  // REQUIRES: mu_ held
+  void EvictLocked() REQUIRES(mu_);
 
   const Options options_;
   // Shared with the chunks' deleters: a chunk may outlive the cache.
   std::shared_ptr<ChunkBufferPool> pool_;
-  mutable std::mutex mu_;
-  std::unordered_map<crypto::Digest, Entry, crypto::DigestHash> entries_;  // GUARDED_BY(mu_)
-  std::list<crypto::Digest> lru_;  // GUARDED_BY(mu_): most recently used first
-  std::unordered_map<crypto::Digest, Status, crypto::DigestHash> bad_;  // GUARDED_BY(mu_)
-  ChunkCacheStats stats_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<crypto::Digest, Entry, crypto::DigestHash> entries_ GUARDED_BY(mu_);
+  std::list<crypto::Digest> lru_ GUARDED_BY(mu_);  // most recently used first
+  std::unordered_map<crypto::Digest, Status, crypto::DigestHash> bad_ GUARDED_BY(mu_);
+  ChunkCacheStats stats_ GUARDED_BY(mu_);
 };
 
 }  // namespace cairn::access

@@ -21,19 +21,19 @@ Status InstantDevice::Gate::Opened(uint32_t target, const std::string& path, boo
     }
   }
   {
-    std::lock_guard lock(d_->open_mu_);
+    MutexLock lock(d_->open_mu_);
     d_->in_ = std::move(in);
     d_->out_ = std::move(out);
     d_->opened_ = true;
   }
-  d_->opened_cv_.notify_all();
+  d_->opened_cv_.NotifyAll();
   return Status::Ok();
 }
 
 Status InstantDevice::Gate::Write(uint32_t, uint64_t offset, ByteSpan data,
                                   const std::function<Status()>& write) {
   const size_t c = d_->map_.Find(offset);
-  std::lock_guard lock(d_->stripes_[c % kStripes]);
+  MutexLock lock(d_->stripes_[c % kStripes]);
   if (d_->state_[c].load(std::memory_order_acquire) != kInStore) return Status::Ok();  // a client's
   (void)data;
   CAIRN_RETURN_IF_ERROR(write());
@@ -42,8 +42,8 @@ Status InstantDevice::Gate::Write(uint32_t, uint64_t offset, ByteSpan data,
 }
 
 Status InstantDevice::WaitOpened() {
-  std::unique_lock lock(open_mu_);
-  opened_cv_.wait(lock, [&] { return opened_ || closed_; });
+  MutexLock lock(open_mu_);
+  while (!opened_ && !closed_) opened_cv_.Wait(open_mu_);
   if (!opened_) return FailedPreconditionError("the restore's target is not open");
   return Status::Ok();
 }
@@ -70,7 +70,7 @@ Status InstantDevice::Read(uint64_t offset, MutableByteSpan out) {
 // Writes `data` (at `offset`, within chunk c) to the target; a chunk still
 // in the store is completed from it first and written whole.
 Status InstantDevice::WriteChunk(size_t c, uint64_t offset, ByteSpan data) {
-  std::lock_guard lock(stripes_[c % kStripes]);
+  MutexLock lock(stripes_[c % kStripes]);
   if (state_[c].load(std::memory_order_acquire) != kInStore) return out_->WriteAt(offset, data);
   const uint64_t start = map_.Start(c);
   Bytes whole(map_.Length(c), 0);
@@ -104,7 +104,7 @@ Result<std::vector<nbd::Extent>> InstantDevice::Extents(uint64_t offset, uint64_
 
 Status InstantDevice::Flush() {
   {
-    std::lock_guard lock(open_mu_);
+    MutexLock lock(open_mu_);
     if (!opened_ || closed_) return Status::Ok();
   }
   return out_->Sync();
@@ -112,10 +112,10 @@ Status InstantDevice::Flush() {
 
 Status InstantDevice::Close() {
   Status s = Flush();
-  std::lock_guard lock(open_mu_);
+  MutexLock lock(open_mu_);
   if (closed_) return s;
   closed_ = true;
-  opened_cv_.notify_all();
+  opened_cv_.NotifyAll();
   if (out_ != nullptr) {
     Status c = out_->Close();
     if (s.ok()) s = c;

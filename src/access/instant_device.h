@@ -24,15 +24,14 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "access/stream_reader.h"
 #include "base/env.h"
+#include "base/mutex.h"
 #include "nbd/block_device.h"
 #include "restore/image_restore.h"
 
@@ -82,11 +81,11 @@ class InstantDevice final : public nbd::BlockDevice {
   const ChunkMap& map_;
   Gate gate_{this};
   std::vector<std::atomic<uint8_t>> state_;  // per chunk
-  std::array<std::mutex, kStripes> stripes_;
-  std::mutex open_mu_;
-  std::condition_variable opened_cv_;
-  bool opened_ = false;                   // GUARDED_BY(open_mu_)
-  bool closed_ = false;                   // GUARDED_BY(open_mu_)
+  std::array<Mutex, kStripes> stripes_;
+  Mutex open_mu_;
+  CondVar opened_cv_;
+  bool opened_ GUARDED_BY(open_mu_) = false;
+  bool closed_ GUARDED_BY(open_mu_) = false;
   std::unique_ptr<ReadableFile> in_;      // set once opened
   std::unique_ptr<WritableFile> out_;     // set once opened
 };

@@ -170,7 +170,7 @@ bool OverlayDevice::Has(uint64_t block) const {
 
 void OverlayDevice::Mark(uint64_t block) {
   bits_[block / 64].fetch_or(uint64_t{1} << (block % 64), std::memory_order_release);
-  std::lock_guard lock(dirty_mu_);
+  MutexLock lock(dirty_mu_);
   dirty_pages_.insert(block / kPageBits);
 }
 
@@ -236,7 +236,7 @@ Status OverlayDevice::Write(uint64_t offset, ByteSpan data) {
     const uint64_t first = block, last = (seg_end - 1) / kOverlayBlockSize;
     const uint64_t span_start = first * kOverlayBlockSize;
     const uint64_t span_end = std::min((last + 1) * kOverlayBlockSize, header_.image_size);
-    std::lock_guard lock(stripes_[(first / kSegmentBlocks) % kStripes]);
+    MutexLock lock(stripes_[(first / kSegmentBlocks) % kStripes]);
     Bytes buf(span_end - span_start);
     // A block written only in part keeps the rest of its bytes.
     if (pos > span_start) CAIRN_RETURN_IF_ERROR(ReadBlocks(first, 1, buf.data()));
@@ -265,12 +265,12 @@ Result<std::vector<nbd::Extent>> OverlayDevice::Extents(uint64_t offset, uint64_
 }
 
 Status OverlayDevice::Flush() {
-  std::lock_guard flush(flush_mu_);
+  MutexLock flush(flush_mu_);
   if (closed_) return Status::Ok();
   CAIRN_RETURN_IF_ERROR(out_->Sync());  // data first: no bit may name unwritten data
   std::set<uint64_t> pages;
   {
-    std::lock_guard lock(dirty_mu_);
+    MutexLock lock(dirty_mu_);
     pages.swap(dirty_pages_);
   }
   if (pages.empty()) return Status::Ok();
@@ -289,7 +289,7 @@ Status OverlayDevice::Flush() {
 
 Status OverlayDevice::Close() {
   Status s = Flush();
-  std::lock_guard flush(flush_mu_);
+  MutexLock flush(flush_mu_);
   if (closed_) return s;
   closed_ = true;
   Status c = out_->Close();

@@ -25,13 +25,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "access/stream_reader.h"
 #include "base/env.h"
+#include "base/mutex.h"
 #include "nbd/block_device.h"
 
 namespace cairn::access {
@@ -95,11 +95,11 @@ class OverlayDevice final : public nbd::BlockDevice {
   std::unique_ptr<FileLock> lock_;
   const uint64_t blocks_;
   std::vector<std::atomic<uint64_t>> bits_;  // one bit per block
-  std::array<std::mutex, kStripes> stripes_;  // writes to one block, one at a time
-  std::mutex flush_mu_;
-  std::set<uint64_t> dirty_pages_;  // GUARDED_BY(dirty_mu_): bitmap pages to write
-  std::mutex dirty_mu_;
-  bool closed_ = false;  // GUARDED_BY(flush_mu_)
+  std::array<Mutex, kStripes> stripes_;  // writes to one block, one at a time
+  Mutex flush_mu_;
+  std::set<uint64_t> dirty_pages_ GUARDED_BY(dirty_mu_);  // bitmap pages to write
+  Mutex dirty_mu_;
+  bool closed_ GUARDED_BY(flush_mu_) = false;
 };
 
 }  // namespace cairn::access

@@ -38,7 +38,7 @@ Readahead::~Readahead() {
     thread_.request_stop();
     std::shared_ptr<pipeline::ItemFeed> feed;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       feed = feed_;
     }
     if (feed != nullptr) feed->Close();  // wakes a run waiting for items
@@ -52,7 +52,7 @@ void Readahead::OnRead(uint64_t offset, uint64_t length) {
   std::shared_ptr<pipeline::ItemFeed> feed;
   size_t added = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     added = DetectLocked(offset, length);
     if (added > 0) feed = feed_;
   }
@@ -120,8 +120,8 @@ void Readahead::Run(std::stop_token stop) {
     auto feed = std::make_shared<pipeline::ItemFeed>(kRunIdleTimeoutNs);
     size_t queued;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, stop, [&] { return !queue_.empty(); });
+      MutexLock lock(mu_);
+      cv_.wait(mu_, stop, [&]() REQUIRES(mu_) { return !queue_.empty(); });
       if (stop.stop_requested()) return;
       // A run takes the queue from its start; what OnRead queues from now
       // on reaches it through the feed.
@@ -163,7 +163,7 @@ Status Readahead::ContextFor(size_t pos, const Status& s) const {
 // the pipeline: errors go to the claims.
 void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
   auto position = [&](size_t k) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return queue_[k];
   };
   pipeline::FetchPipelineOptions popts;
@@ -183,7 +183,7 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
         std::optional<ChunkCache::Claim> claim = cache_.TryClaim(map_.Id(pos));
         if (!claim.has_value()) {
           out->Clear();
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           ++stats_.skipped_chunks;
           return Status::Ok();
         }
@@ -196,7 +196,7 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
           out->Clear();
           return Status::Ok();
         }
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         claims_.emplace(k, std::move(*claim));
         return Status::Ok();
       },
@@ -204,7 +204,7 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
         std::optional<ChunkCache::Claim> claim;
         size_t pos;
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           auto it = claims_.find(k);
           if (it == claims_.end()) return Status::Ok();
           claim.emplace(std::move(it->second));
@@ -217,7 +217,7 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
           return Status::Ok();
         }
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           ++stats_.fetched_chunks;
           stats_.fetched_bytes += map_.Length(pos);
         }
@@ -227,12 +227,12 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
       // Also asked for the item after the last one admitted, which may not
       // be queued yet: then the largest chunk's size.
       [&](size_t k) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         return 2 * (k < queue_.size() ? uint64_t{map_.Length(queue_[k])} : kMaxChunk);
       },
       popts, &ps);
   s.IgnoreError();  // neither stage fails; a cancelled run would only leave claims
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   claims_.clear();  // none left after a clean run; any other is abandoned here
   // Every item admitted was processed (nothing fails the run): those leave.
   const size_t taken = std::min<size_t>(ps.items, queue_.size());
@@ -243,7 +243,7 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
 }
 
 ReadaheadStats Readahead::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ReadaheadStats s = stats_;
   s.jobs_final = controller_.limit();
   return s;

@@ -40,7 +40,6 @@
 #include <memory>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -48,6 +47,7 @@
 
 #include "access/chunk_cache.h"
 #include "access/chunk_map.h"
+#include "base/mutex.h"
 #include "pipeline/concurrency_controller.h"
 #include "pipeline/fetch_pipeline.h"
 
@@ -99,11 +99,9 @@ class Readahead {
   };
 
   // The detection for one read; the number of chunks it queued.
-  // REQUIRES: mu_ held.
-  size_t DetectLocked(uint64_t offset, uint64_t length);
+  size_t DetectLocked(uint64_t offset, uint64_t length) REQUIRES(mu_);
   // Queues the chunks of [from, to) that need fetching; how many.
-  // REQUIRES: mu_ held.
-  size_t QueueLocked(uint64_t from, uint64_t to);
+  size_t QueueLocked(uint64_t from, uint64_t to) REQUIRES(mu_);
   void Run(std::stop_token stop);
   void RunPipeline(pipeline::ItemFeed& feed);
   Result<DecodedChunk> Decode(size_t pos, ReadBuffer& stored);
@@ -117,14 +115,14 @@ class Readahead {
   const ReadaheadOptions options_;
   pipeline::ConcurrencyController controller_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
-  std::vector<Stream> streams_;      // GUARDED_BY(mu_)
-  uint64_t clock_ = 0;               // GUARDED_BY(mu_)
-  std::vector<size_t> queue_;        // GUARDED_BY(mu_): chunk positions; item k of a run
-  std::shared_ptr<pipeline::ItemFeed> feed_;  // GUARDED_BY(mu_): the running pipeline's
-  std::unordered_map<size_t, ChunkCache::Claim> claims_;  // GUARDED_BY(mu_): by run item
-  ReadaheadStats stats_;             // GUARDED_BY(mu_)
+  std::vector<Stream> streams_ GUARDED_BY(mu_);
+  uint64_t clock_ GUARDED_BY(mu_) = 0;
+  std::vector<size_t> queue_ GUARDED_BY(mu_);  // chunk positions; item k of a run
+  std::shared_ptr<pipeline::ItemFeed> feed_ GUARDED_BY(mu_);  // the running pipeline's
+  std::unordered_map<size_t, ChunkCache::Claim> claims_ GUARDED_BY(mu_);  // by run item
+  ReadaheadStats stats_ GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
   std::jthread thread_;  // started with the first queued chunk; last member
 };

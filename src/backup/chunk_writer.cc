@@ -77,18 +77,18 @@ crypto::Digest ChunkWriter::Id(ByteSpan data, bool* zero) {
 
 crypto::Digest ChunkWriter::ZeroId(size_t length) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = zero_ids_.find(length);
     if (it != zero_ids_.end()) return it->second;
   }
   const crypto::Digest id = blob::ChunkId(Bytes(length, 0), options_.crypt);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   zero_ids_.emplace(length, id);
   return id;
 }
 
 bool ChunkWriter::Claim(const crypto::Digest& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return claimed_.insert(id).second;
 }
 

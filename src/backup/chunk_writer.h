@@ -27,11 +27,11 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "base/bytes.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "crypto/crypt_config.h"
 #include "crypto/sha256.h"
@@ -81,9 +81,9 @@ class ChunkWriter {
   store::ChunkSink& sink_;
   const Options options_;
   const crypto::Digest usual_zero_;
-  std::mutex mu_;
-  DigestSet claimed_;                                        // GUARDED_BY(mu_)
-  std::unordered_map<size_t, crypto::Digest> zero_ids_;      // GUARDED_BY(mu_)
+  Mutex mu_;
+  DigestSet claimed_ GUARDED_BY(mu_);
+  std::unordered_map<size_t, crypto::Digest> zero_ids_ GUARDED_BY(mu_);
   std::atomic<uint64_t> chunks_{0}, zero_chunks_{0}, new_chunks_{0}, new_bytes_{0},
       stored_bytes_{0}, reused_chunks_{0}, reused_bytes_{0};
 };

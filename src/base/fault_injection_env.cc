@@ -99,17 +99,17 @@ class FaultyDir final : public DirWrapper {
 }  // namespace
 
 void FaultInjectionEnv::FailReadsMatching(std::string pattern) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   read_fail_pattern_ = std::move(pattern);
 }
 
 void FaultInjectionEnv::FailCreatesMatching(std::string pattern) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   create_fail_pattern_ = std::move(pattern);
 }
 
 Status FaultInjectionEnv::CheckCreate(const std::string& path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!create_fail_pattern_.empty() && path.find(create_fail_pattern_) != std::string::npos) {
     return DataLossError(fmt::format("create {}: Input/output error (injected)", path));
   }
@@ -137,7 +137,7 @@ Status FaultInjectionEnv::CheckRead(const std::string& path) {
   if (int64_t us = read_latency_us_.load(); us > 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(us));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!read_fail_pattern_.empty() && path.find(read_fail_pattern_) != std::string::npos) {
     return DataLossError(fmt::format("read {}: {} (injected)", path, kIoErrorText));
   }

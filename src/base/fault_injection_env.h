@@ -11,10 +11,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "base/env.h"
+#include "base/mutex.h"
 
 namespace cairn {
 
@@ -64,9 +64,9 @@ class FaultInjectionEnv final : public EnvWrapper {
   std::atomic<uint64_t> bytes_written_{0};
   std::atomic<int64_t> read_latency_us_{0};
   std::atomic<int64_t> write_latency_us_{0};
-  std::mutex mu_;
-  std::string read_fail_pattern_;  // GUARDED_BY(mu_)
-  std::string create_fail_pattern_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::string read_fail_pattern_ GUARDED_BY(mu_);
+  std::string create_fail_pattern_ GUARDED_BY(mu_);
 };
 
 }  // namespace cairn

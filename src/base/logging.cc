@@ -116,7 +116,7 @@ void FileLogger::Log(LogLevel level, std::string_view message) {
   ::gmtime_r(&secs, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   fmt::print(file_, "{}.{:03d}Z {}: {}\n", stamp, static_cast<int>(ms), LevelName(level), message);
   std::fflush(file_);
 }
@@ -124,7 +124,7 @@ void FileLogger::Log(LogLevel level, std::string_view message) {
 bool FileLogger::Reopen() {
   std::FILE* f = OpenAppend(path_);
   if (f == nullptr) return false;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::fclose(file_);
   file_ = f;
   return true;

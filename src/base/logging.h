@@ -7,12 +7,13 @@
 
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "base/mutex.h"
 
 namespace cairn {
 
@@ -85,8 +86,8 @@ class FileLogger final : public Logger {
       : path_(std::move(path)), min_level_(min_level), file_(file) {}
   const std::string path_;
   const LogLevel min_level_;
-  std::mutex mu_;
-  std::FILE* file_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::FILE* file_ GUARDED_BY(mu_);
 };
 // Discards everything (tests, benchmarks).
 std::unique_ptr<Logger> NewNullLogger();

@@ -120,7 +120,7 @@ PowerLossEnv::PowerLossEnv(Env* target, std::string root)
 PowerLossEnv::~PowerLossEnv() = default;
 
 Status PowerLossEnv::Start() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   inodes_.clear();
   dirty_.clear();
   ops_ = 0;
@@ -173,37 +173,37 @@ void PowerLossEnv::SyncInode(uint64_t ino) {
 }
 
 void PowerLossEnv::CutBeforeOp(uint64_t n) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   cut_before_op_ = n;
 }
 
 void PowerLossEnv::CutBeforeSync(uint64_t n) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   cut_before_sync_ = n;
 }
 
 void PowerLossEnv::CutNow() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   cut_ = true;
 }
 
 bool PowerLossEnv::is_cut() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return cut_;
 }
 
 uint64_t PowerLossEnv::ops() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return ops_;
 }
 
 uint64_t PowerLossEnv::sync_ops() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return sync_ops_;
 }
 
 Status PowerLossEnv::CheckAlive(const std::string& path) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (cut_) return CutError(path);
   return Status::Ok();
 }
@@ -272,7 +272,7 @@ Result<std::unique_ptr<ReadableFile>> PowerLossEnv::OpenReadable(const std::stri
 
 Result<std::unique_ptr<WritableFile>> PowerLossEnv::OpenWritable(const std::string& path,
                                                                  OpenMode mode) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string name;
   auto dir = ParentOf(path, &name);
   if (!dir) {
@@ -301,7 +301,7 @@ Result<std::unique_ptr<WritableFile>> PowerLossEnv::OpenWritable(const std::stri
 Status PowerLossEnv::FileWrite(uint64_t ino, const std::string& path, uint64_t offset,
                                ByteSpan data, bool via_append, bool at_end, WritableFile& base,
                                uint64_t* end) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   CAIRN_RETURN_IF_ERROR(Tick(OpKind::kPlain, fmt::format("write {}", path)));
   Inode& n = *inodes_[ino];
   if (via_append) {
@@ -321,7 +321,7 @@ Status PowerLossEnv::FileWrite(uint64_t ino, const std::string& path, uint64_t o
 
 Status PowerLossEnv::FileTruncate(uint64_t ino, const std::string& path, uint64_t size,
                                   WritableFile& base) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   CAIRN_RETURN_IF_ERROR(Tick(OpKind::kPlain, fmt::format("truncate {}", path)));
   CAIRN_RETURN_IF_ERROR(base.Truncate(size));
   inodes_[ino]->data.resize(size);
@@ -330,7 +330,7 @@ Status PowerLossEnv::FileTruncate(uint64_t ino, const std::string& path, uint64_
 }
 
 Status PowerLossEnv::FileSync(uint64_t ino, const std::string& path, WritableFile& base) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   CAIRN_RETURN_IF_ERROR(Tick(OpKind::kSync, fmt::format("fsync {}", path)));
   CAIRN_RETURN_IF_ERROR(base.Sync());
   SyncInode(ino);
@@ -362,7 +362,7 @@ Result<std::unique_ptr<Dir>> PowerLossEnv::OpenDir(const std::string& path) {
 }
 
 Status PowerLossEnv::CreateDir(const std::string& path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string name;
   auto dir = ParentOf(path, &name);
   if (!dir) return cut_ ? CutError(path) : target()->CreateDir(path);
@@ -374,7 +374,7 @@ Status PowerLossEnv::CreateDir(const std::string& path) {
 }
 
 Status PowerLossEnv::RenameImpl(const std::string& from, const std::string& to, bool no_replace) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string from_name, to_name;
   auto from_dir = ParentOf(from, &from_name);
   auto to_dir = ParentOf(to, &to_name);
@@ -409,7 +409,7 @@ Status PowerLossEnv::RenameNoReplace(const std::string& from, const std::string&
 }
 
 Status PowerLossEnv::RemoveFile(const std::string& path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string name;
   auto dir = ParentOf(path, &name);
   if (!dir) return cut_ ? CutError(path) : target()->RemoveFile(path);
@@ -421,7 +421,7 @@ Status PowerLossEnv::RemoveFile(const std::string& path) {
 }
 
 Status PowerLossEnv::RemoveDir(const std::string& path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string name;
   auto dir = ParentOf(path, &name);
   if (!dir) return cut_ ? CutError(path) : target()->RemoveDir(path);
@@ -433,7 +433,7 @@ Status PowerLossEnv::RemoveDir(const std::string& path) {
 }
 
 Status PowerLossEnv::SyncDir(const std::string& path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> parts;
   if (!Split(path, &parts)) return cut_ ? CutError(path) : target()->SyncDir(path);
   CAIRN_RETURN_IF_ERROR(Tick(OpKind::kSync, fmt::format("fsync directory {}", path)));
@@ -443,7 +443,7 @@ Status PowerLossEnv::SyncDir(const std::string& path) {
 }
 
 Status PowerLossEnv::SyncFilesystem(const std::string& path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> parts;
   if (!Split(path, &parts)) return cut_ ? CutError(path) : target()->SyncFilesystem(path);
   CAIRN_RETURN_IF_ERROR(Tick(OpKind::kSync, fmt::format("syncfs {}", path)));
@@ -454,7 +454,7 @@ Status PowerLossEnv::SyncFilesystem(const std::string& path) {
 }
 
 Result<std::unique_ptr<FileLock>> PowerLossEnv::TryLock(const std::string& path, bool exclusive) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string name;
   auto dir = ParentOf(path, &name);
   if (!dir) {
@@ -481,7 +481,7 @@ Result<std::unique_ptr<FileLock>> PowerLossEnv::TryLockExisting(const std::strin
 }
 
 Status PowerLossEnv::SetAccessTime(const std::string& path, int64_t unix_nanos) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (cut_) return CutError(path);
   CAIRN_RETURN_IF_ERROR(target()->SetAccessTime(path, unix_nanos));
   std::vector<std::string> parts;
@@ -562,7 +562,7 @@ Status PowerLossEnv::Rebuild(const std::string& path, uint64_t ino, const Rebuil
 }
 
 Status PowerLossEnv::Remount(Metadata metadata, Data data, uint64_t seed) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   CAIRN_RETURN_IF_ERROR(Wipe(root_));
   std::unordered_set<uint64_t> seen{root_ino_};
   CAIRN_RETURN_IF_ERROR(Rebuild(root_, root_ino_, {metadata, data, seed}, &seen));

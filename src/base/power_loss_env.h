@@ -41,7 +41,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -49,6 +48,7 @@
 #include <vector>
 
 #include "base/env.h"
+#include "base/mutex.h"
 
 namespace cairn {
 
@@ -119,37 +119,38 @@ class PowerLossEnv final : public EnvWrapper {
  private:
   enum class OpKind { kPlain, kSync };
   // Counts one operation; Aborted when it is (or comes after) the cut.
-  Status Tick(OpKind kind, const std::string& what);  // REQUIRES mu_
+  Status Tick(OpKind kind, const std::string& what) REQUIRES(mu_);
   // The parent directory's inode and the last name of `path`, when `path`
   // is root or under it (no parent for root itself).
   bool Split(const std::string& path, std::vector<std::string>* parts) const;
-  std::optional<uint64_t> Lookup(const std::vector<std::string>& parts) const;  // REQUIRES mu_
-  std::optional<uint64_t> ParentOf(const std::string& path, std::string* name) const;
-  uint64_t NewInode(bool is_dir);  // REQUIRES mu_
-  void MarkDirty(uint64_t ino) { dirty_.insert(ino); }
-  void SyncInode(uint64_t ino);  // REQUIRES mu_
-  Status Scan(const std::string& path, uint64_t ino);
-  Status Wipe(const std::string& dir);
+  std::optional<uint64_t> Lookup(const std::vector<std::string>& parts) const REQUIRES(mu_);
+  std::optional<uint64_t> ParentOf(const std::string& path, std::string* name) const
+      REQUIRES(mu_);
+  uint64_t NewInode(bool is_dir) REQUIRES(mu_);
+  void MarkDirty(uint64_t ino) REQUIRES(mu_) { dirty_.insert(ino); }
+  void SyncInode(uint64_t ino) REQUIRES(mu_);
+  Status Scan(const std::string& path, uint64_t ino) REQUIRES(mu_);
+  Status Wipe(const std::string& dir) REQUIRES(mu_);
   struct RebuildOptions {
     Metadata metadata;
     Data data;
     uint64_t seed;
   };
   Status Rebuild(const std::string& path, uint64_t ino, const RebuildOptions& options,
-                 std::unordered_set<uint64_t>* seen);
+                 std::unordered_set<uint64_t>* seen) REQUIRES(mu_);
   Status RenameImpl(const std::string& from, const std::string& to, bool no_replace);
 
   std::string root_;
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, std::unique_ptr<Inode>> inodes_;  // GUARDED_BY(mu_)
-  std::unordered_set<uint64_t> dirty_;                           // GUARDED_BY(mu_)
-  uint64_t root_ino_ = 0;
-  uint64_t next_ino_ = 1;
-  uint64_t ops_ = 0;
-  uint64_t sync_ops_ = 0;
-  uint64_t cut_before_op_ = 0;
-  uint64_t cut_before_sync_ = 0;
-  bool cut_ = false;
+  mutable Mutex mu_;
+  std::unordered_map<uint64_t, std::unique_ptr<Inode>> inodes_ GUARDED_BY(mu_);
+  std::unordered_set<uint64_t> dirty_ GUARDED_BY(mu_);
+  uint64_t root_ino_ GUARDED_BY(mu_) = 0;
+  uint64_t next_ino_ GUARDED_BY(mu_) = 1;
+  uint64_t ops_ GUARDED_BY(mu_) = 0;
+  uint64_t sync_ops_ GUARDED_BY(mu_) = 0;
+  uint64_t cut_before_op_ GUARDED_BY(mu_) = 0;
+  uint64_t cut_before_sync_ GUARDED_BY(mu_) = 0;
+  bool cut_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cairn

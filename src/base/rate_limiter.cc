@@ -18,7 +18,7 @@ RateLimiter::RateLimiter(uint64_t bytes_per_second, uint64_t burst)
       last_(Clock::now()) {}
 
 RateLimiter::Clock::duration RateLimiter::Reserve(uint64_t bytes, Clock::time_point now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (now > last_) {
     const double secs = std::chrono::duration<double>(now - last_).count();
     credit_ = std::min(static_cast<double>(burst_), credit_ + secs * static_cast<double>(rate_));
@@ -39,7 +39,7 @@ RateLimiter::Clock::duration RateLimiter::Acquire(uint64_t bytes) {
 }
 
 uint64_t RateLimiter::total() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return total_;
 }
 

@@ -17,9 +17,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string_view>
 
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace cairn {
@@ -49,10 +49,10 @@ class RateLimiter {
  private:
   const uint64_t rate_;
   const uint64_t burst_;
-  mutable std::mutex mu_;
-  double credit_;             // GUARDED_BY(mu_): bytes; negative = debt
-  Clock::time_point last_;    // GUARDED_BY(mu_): when credit_ was last refilled
-  uint64_t total_ = 0;        // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  double credit_ GUARDED_BY(mu_);  // bytes; negative = debt
+  Clock::time_point last_ GUARDED_BY(mu_);  // when credit_ was last refilled
+  uint64_t total_ GUARDED_BY(mu_) = 0;
 };
 
 // Parses a rate as given on the command line: bytes per second, with an

@@ -5,12 +5,12 @@
 //
 // with `mu_` a cairn::Mutex (base/mutex.h) is then checked at compile time:
 // the clang tree (the asan-ubsan preset, which CI builds) warns, as an
-// error, wherever it is read or written without `mu_` held. See
-// https://clang.llvm.org/docs/ThreadSafetyAnalysis.html.
+// error (-Werror), wherever it is read or written without `mu_` held; a
+// function that expects the lock held (the `...Locked` helpers) says
+// REQUIRES(mu_). See https://clang.llvm.org/docs/ThreadSafetyAnalysis.html.
 //
-// std::mutex carries no annotations in libstdc++, so members guarded by one
-// are still marked with a comment (// GUARDED_BY(mu_)): those classes wait
-// on a std::condition_variable, which takes a std::mutex.
+// std::mutex carries no annotations in libstdc++: guarded members use
+// cairn::Mutex, and wait on a cairn::CondVar (base/mutex.h).
 #pragma once
 
 #if defined(__clang__)

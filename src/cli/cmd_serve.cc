@@ -243,8 +243,7 @@ Status Serve(Context& ctx, const ServeArgs& args) {
   if (!config.metrics_listen.empty()) {
     std::call_once(*figures_started, [&] { figures->Start(); });
     CAIRN_ASSIGN_OR_RETURN(metrics_listener,
-                           server::MetricsListener::Start(config.metrics_listen, render,
-                                                          *ctx.logger));
+                           server::MetricsListener::Start(config.metrics_listen, render));
     metrics_note = fmt::format("; metrics on http://{}/metrics", metrics_listener->endpoint());
     ctx.logger->Info("metrics on http://{}/metrics (figures of each datastore every {} s)",
                      metrics_listener->endpoint(), config.metrics_refresh_s);

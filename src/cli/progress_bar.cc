@@ -31,10 +31,10 @@ ProgressBar::ProgressBar(const pipeline::Progress& progress, FILE* out, bool ena
 ProgressBar::~ProgressBar() {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
   fmt::print(out_, "\r\033[K");
   std::fflush(out_);
@@ -74,8 +74,13 @@ void ProgressBar::Loop() {
   };
   std::deque<Sample> samples;
   const char* last_phase = nullptr;
-  std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; })) {
+  MutexLock lock(mu_);
+  while (true) {
+    // A line every 250 ms until Stop().
+    const auto tick = Clock::now() + std::chrono::milliseconds(250);
+    while (!stop_ && cv_.WaitUntil(mu_, tick)) {
+    }
+    if (stop_) break;
     const char* phase = progress_.phase.load(std::memory_order_acquire);
     if (phase == nullptr || *phase == '\0') continue;
     uint64_t done = progress_.done_bytes.load(std::memory_order_relaxed);

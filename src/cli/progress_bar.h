@@ -7,12 +7,11 @@
 // progress-bar library for C++ (indicators is not packaged).
 #pragma once
 
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "base/mutex.h"
 #include "pipeline/progress.h"
 
 namespace cairn::cli {
@@ -38,9 +37,9 @@ class ProgressBar {
 
   const pipeline::Progress& progress_;
   FILE* out_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

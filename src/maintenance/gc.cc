@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "pipeline/bottleneck_json.h"
 #include "pipeline/stage_meter.h"
 #include "pipeline/worker_group.h"
@@ -30,15 +31,15 @@ constexpr int kShards = 1 << kShardBits;
 // Open addressing with linear probing; 0 marks an empty slot (key 0 is
 // stored as 1: a collision that can only keep a chunk).
 struct PrefixSet::Shard {
-  std::mutex mu;
-  std::vector<uint64_t> slots = std::vector<uint64_t>(64, 0);
-  uint64_t count = 0;
+  Mutex mu;
+  std::vector<uint64_t> slots GUARDED_BY(mu) = std::vector<uint64_t>(64, 0);
+  uint64_t count GUARDED_BY(mu) = 0;
 
   static size_t Slot(uint64_t key, size_t mask) {
     // The top bits chose the shard; mix the rest.
     return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
   }
-  void InsertLocked(uint64_t key) {
+  void InsertLocked(uint64_t key) REQUIRES(mu) {
     size_t mask = slots.size() - 1;
     for (size_t i = Slot(key, mask);; i = (i + 1) & mask) {
       if (slots[i] == key) return;
@@ -49,7 +50,7 @@ struct PrefixSet::Shard {
       }
     }
   }
-  void Grow() {
+  void Grow() REQUIRES(mu) {
     std::vector<uint64_t> old(slots.size() * 2, 0);
     old.swap(slots);
     count = 0;
@@ -65,12 +66,15 @@ PrefixSet::~PrefixSet() { delete[] shards_; }
 void PrefixSet::Insert(uint64_t key) {
   if (key == 0) key = 1;
   Shard& s = shards_[key >> (64 - kShardBits)];
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   if ((s.count + 1) * 10 > s.slots.size() * 7) s.Grow();  // load ≤ 0.7
   s.InsertLocked(key);
 }
 
-bool PrefixSet::Contains(uint64_t key) const {
+// Contains, size and memory_bytes read without the shards' locks: by
+// PrefixSet's contract they never run beside an Insert (gc's mark phase has
+// ended), and a lock per lookup would cost the sweep's every chunk.
+bool PrefixSet::Contains(uint64_t key) const NO_THREAD_SAFETY_ANALYSIS {
   if (key == 0) key = 1;
   const Shard& s = shards_[key >> (64 - kShardBits)];
   size_t mask = s.slots.size() - 1;
@@ -80,13 +84,13 @@ bool PrefixSet::Contains(uint64_t key) const {
   }
 }
 
-uint64_t PrefixSet::size() const {
+uint64_t PrefixSet::size() const NO_THREAD_SAFETY_ANALYSIS {
   uint64_t n = 0;
   for (int i = 0; i < kShards; ++i) n += shards_[i].count;
   return n;
 }
 
-uint64_t PrefixSet::memory_bytes() const {
+uint64_t PrefixSet::memory_bytes() const NO_THREAD_SAFETY_ANALYSIS {
   uint64_t n = 0;
   for (int i = 0; i < kShards; ++i) n += shards_[i].slots.size() * sizeof(uint64_t);
   return n;

@@ -162,7 +162,7 @@ void NbdServer::AcceptLoop() {
     if (cfd < 0) continue;  // the client went away, or fds ran out for a moment
     int one = 1;
     ::setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on Unix sockets
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ReapLocked();
     if (stopped_) {
       ::close(cfd);
@@ -207,7 +207,7 @@ void NbdServer::Serve(Connection* c) {
   }
   ::shutdown(c->fd.get(), SHUT_RDWR);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stats_.requests += stats.requests;
     stats_.bytes_read += stats.bytes_read;
     stats_.bytes_written += stats.bytes_written;
@@ -218,7 +218,7 @@ void NbdServer::Serve(Connection* c) {
 
 void NbdServer::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
   }
@@ -227,17 +227,23 @@ void NbdServer::Stop() {
     // An eventfd write fails only on overflow: the loop is woken anyway.
   }
   if (accept_thread_.joinable()) accept_thread_.join();
-  // The accept loop is gone: nobody else changes the list now.
-  for (Connection& c : connections_) ::shutdown(c.fd.get(), SHUT_RDWR);
-  for (Connection& c : connections_) {
+  // The accept loop is gone: nobody else changes the list now. It is
+  // taken out under the lock, and joined without it (a connection's thread
+  // takes mu_ to add its figures).
+  std::list<Connection> connections;
+  {
+    MutexLock lock(mu_);
+    connections.swap(connections_);
+  }
+  for (Connection& c : connections) ::shutdown(c.fd.get(), SHUT_RDWR);
+  for (Connection& c : connections) {
     if (c.thread.joinable()) c.thread.join();
   }
-  connections_.clear();
   if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
 }
 
 NbdServerStats NbdServer::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 

@@ -16,11 +16,11 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "base/logging.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "nbd/block_device.h"
@@ -74,7 +74,7 @@ class NbdServer {
             BlockDevice& device, NbdServerOptions options);
   void AcceptLoop();
   void Serve(Connection* c);
-  void ReapLocked();  // REQUIRES: mu_ held
+  void ReapLocked() REQUIRES(mu_);
 
   UniqueFd listen_fd_;
   UniqueFd wake_fd_;  // an eventfd: Stop() wakes the accept loop
@@ -83,10 +83,10 @@ class NbdServer {
   BlockDevice& device_;
   const NbdServerOptions options_;
 
-  mutable std::mutex mu_;
-  std::list<Connection> connections_;  // GUARDED_BY(mu_)
-  NbdServerStats stats_;               // GUARDED_BY(mu_)
-  bool stopped_ = false;               // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::list<Connection> connections_ GUARDED_BY(mu_);
+  NbdServerStats stats_ GUARDED_BY(mu_);
+  bool stopped_ GUARDED_BY(mu_) = false;
   std::jthread accept_thread_;
 };
 

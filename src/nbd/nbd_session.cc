@@ -1,13 +1,12 @@
 #include "nbd/nbd_session.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 #include <cstring>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "base/mutex.h"
 #include "base/read_buffer.h"
 #include "nbd/nbd_protocol.h"
 #include "pipeline/bounded_queue.h"
@@ -291,16 +290,16 @@ class Server {
     return r.type == kCmdRead || r.type == kCmdWrite ? r.length : 0;
   }
   void Admit(uint64_t cost) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return in_flight_ == 0 || in_flight_ + cost <= options_.max_bytes_in_flight; });
+    MutexLock lock(mu_);
+    while (in_flight_ != 0 && in_flight_ + cost > options_.max_bytes_in_flight) cv_.Wait(mu_);
     in_flight_ += cost;
   }
   void Done(uint64_t cost) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       in_flight_ -= cost;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   // The request's error, or 0 when it may run.
@@ -384,7 +383,7 @@ class Server {
   }
 
   Status Reply(const Request& r, uint32_t error, const ReadBuffer& data) {
-    std::lock_guard lock(write_mu_);
+    MutexLock lock(write_mu_);
     ++stats_->requests;
     if (error != 0) ++stats_->errors;
     if (error == 0 && r.type == kCmdRead) stats_->bytes_read += r.length;
@@ -422,11 +421,11 @@ class Server {
   const ExportInfo& info_;
   const Negotiated negotiated_;
   const SessionOptions& options_;
-  SessionStats* stats_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t in_flight_ = 0;  // GUARDED_BY(mu_)
-  std::mutex write_mu_;     // one reply at a time on the stream; guards stats_
+  SessionStats* stats_ PT_GUARDED_BY(write_mu_);
+  Mutex mu_;
+  CondVar cv_;
+  uint64_t in_flight_ GUARDED_BY(mu_) = 0;
+  Mutex write_mu_;  // one reply at a time on the stream
 };
 
 }  // namespace

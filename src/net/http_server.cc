@@ -11,6 +11,7 @@
 #include <exception>
 #include <optional>
 
+#include "base/mutex.h"
 #include "base/text.h"
 
 namespace cairn::net {
@@ -55,8 +56,8 @@ HttpServer::Impl::Impl(const ServerOptions& options, Handler handler, Admitter a
       jobs_(static_cast<size_t>(TenantWorkers(options))) {}
 
 void HttpServer::Impl::Wait() {
-  std::unique_lock lock(mu_);
-  stopped_cv_.wait(lock, [&] { return stopped_; });
+  MutexLock lock(mu_);
+  while (!stopped_) stopped_cv_.Wait(mu_);
 }
 
 ServerStats HttpServer::Impl::stats() const {
@@ -67,7 +68,7 @@ ServerStats HttpServer::Impl::stats() const {
   s.requests = requests_.load();
   s.bad_requests = bad_requests_.load();
   s.requests_refused = requests_refused_.load();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   s.connections_open = static_cast<uint64_t>(live_connections_);
   return s;
 }
@@ -87,7 +88,7 @@ Admission HttpServer::Impl::Admit(const HttpRequest& header) {
   }
   if (a.status != 0) return a;
   a.max_body = std::min(a.max_body, options_.max_body_bytes);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   int& n = per_tenant_[a.tenant];
   if (n >= options_.max_requests_per_tenant) {
     if (n == 0) per_tenant_.erase(a.tenant);
@@ -104,29 +105,29 @@ Admission HttpServer::Impl::Admit(const HttpRequest& header) {
 }
 
 void HttpServer::Impl::ReleaseTenant(const std::string& tenant) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = per_tenant_.find(tenant);
   if (it != per_tenant_.end() && --it->second <= 0) per_tenant_.erase(it);
 }
 
 void HttpServer::Impl::MarkAuthenticated(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   unauthenticated_.erase(id);
 }
 
 void HttpServer::Impl::RequestDone() {
-  std::lock_guard lock(mu_);
-  if (--in_flight_ == 0) idle_cv_.notify_all();
+  MutexLock lock(mu_);
+  if (--in_flight_ == 0) idle_cv_.NotifyAll();
 }
 
 void HttpServer::Impl::SessionGone(uint64_t id, const std::string& address, bool by_client) {
   // Before the count drops: Stop() waits for it, and the callback may
   // reach objects that live no longer than the server.
   if (options_.on_connection_closed) options_.on_connection_closed(id, by_client);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sessions_.erase(id);
   unauthenticated_.erase(id);
-  if (--live_connections_ == 0) idle_cv_.notify_all();
+  if (--live_connections_ == 0) idle_cv_.NotifyAll();
   auto it = per_address_.find(address);
   if (it != per_address_.end() && --it->second <= 0) per_address_.erase(it);
 }
@@ -138,7 +139,7 @@ bool HttpServer::Impl::PushJob(const std::string& tenant, std::function<void()> 
 bool HttpServer::Impl::Dispatch(std::shared_ptr<Session> session, HttpRequest request,
                                 bool keep_alive) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++in_flight_;
   }
   const std::string tenant = request.tenant;
@@ -176,7 +177,7 @@ bool HttpServer::Impl::Dispatch(std::shared_ptr<Session> session, HttpRequest re
 Bytes HttpServer::Impl::TakeBody(size_t length) {
   Bytes body;
   {
-    std::lock_guard lock(bodies_mu_);
+    MutexLock lock(bodies_mu_);
     // The smallest that holds `length`.
     auto best = spare_bodies_.end();
     for (auto it = spare_bodies_.begin(); it != spare_bodies_.end(); ++it) {
@@ -203,7 +204,7 @@ Bytes HttpServer::Impl::TakeBody(size_t length) {
 void HttpServer::Impl::GiveBody(Bytes body) {
   if (body.capacity() < (size_t{1} << 20) || body.capacity() > kMaxSpareBody) return;
   body.clear();
-  std::lock_guard lock(bodies_mu_);
+  MutexLock lock(bodies_mu_);
   if (spare_bodies_.size() < kSpareBodies) {
     spare_bodies_.push_back(std::move(body));
     return;
@@ -312,7 +313,7 @@ void HttpServer::Impl::Accept(Listener* l) {
 
 std::optional<uint64_t> HttpServer::Impl::TakeSlot(const std::string& address,
                                                    std::shared_ptr<Session>* evict) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stopping()) return std::nullopt;
   if (per_address_[address] >= options_.max_connections_per_address) {
     if (per_address_[address] == 0) per_address_.erase(address);
@@ -373,7 +374,7 @@ void HttpServer::Impl::OnAccept(Listener* l, error_code ec, tcp::socket socket) 
     auto session =
         std::make_shared<Session>(this, std::move(socket), *id, EndpointString(remote), address);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       sessions_[*id] = session;
     }
     accepted_++;
@@ -389,7 +390,7 @@ template <typename F>
 void HttpServer::Impl::ForEachSession(F f) {
   std::vector<std::shared_ptr<Session>> live;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [id, weak] : sessions_) {
       if (auto s = weak.lock()) live.push_back(std::move(s));
     }
@@ -400,13 +401,13 @@ void HttpServer::Impl::ForEachSession(F f) {
 void HttpServer::Impl::Stop(std::chrono::milliseconds grace) {
   std::call_once(stop_once_, [&] {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
     }
     if (!work_) {  // never started
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stopped_ = true;
-      stopped_cv_.notify_all();
+      stopped_cv_.NotifyAll();
       return;
     }
     for (auto& l : listeners_) {
@@ -418,8 +419,10 @@ void HttpServer::Impl::Stop(std::chrono::milliseconds grace) {
     }
     ForEachSession([](Session& s) { s.CloseIfIdle(); });
     {
-      std::unique_lock lock(mu_);
-      idle_cv_.wait_for(lock, grace, [&] { return in_flight_ == 0; });
+      const auto deadline = std::chrono::steady_clock::now() + grace;
+      MutexLock lock(mu_);
+      while (in_flight_ != 0 && idle_cv_.WaitUntil(mu_, deadline)) {
+      }
     }
     ForEachSession([](Session& s) { s.CloseNow(); });
     jobs_.Close();                  // queued requests still run, against closed connections
@@ -427,16 +430,18 @@ void HttpServer::Impl::Stop(std::chrono::milliseconds grace) {
     {
       // The closed connections finish on the I/O threads and let go of
       // what their responses held (a stream's producer and its state).
-      std::unique_lock lock(mu_);
-      idle_cv_.wait_for(lock, kMaxDrainTime, [&] { return live_connections_ == 0; });
+      const auto deadline = std::chrono::steady_clock::now() + kMaxDrainTime;
+      MutexLock lock(mu_);
+      while (live_connections_ != 0 && idle_cv_.WaitUntil(mu_, deadline)) {
+      }
     }
     work_.reset();
     ioc_.stop();
     for (auto& t : io_threads_) t.join();
     io_threads_.clear();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopped_ = true;
-    stopped_cv_.notify_all();
+    stopped_cv_.NotifyAll();
   });
 }
 

@@ -32,7 +32,6 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
@@ -43,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "net/byte_body.h"
 #include "net/http_server.h"
 #include "net/tls_stream.h"
@@ -151,21 +151,21 @@ class HttpServer::Impl {
   std::atomic<uint64_t> bad_requests_{0};
   std::atomic<uint64_t> requests_refused_{0};
 
-  mutable std::mutex mu_;
-  std::condition_variable idle_cv_;  // in_flight_ or live_connections_ reached 0
-  std::condition_variable stopped_cv_;                   // stopped_ set
-  int live_connections_ = 0;                             // GUARDED_BY(mu_)
-  int in_flight_ = 0;                                    // GUARDED_BY(mu_)
-  uint64_t next_session_id_ = 0;                         // GUARDED_BY(mu_)
-  std::map<uint64_t, std::weak_ptr<Session>> sessions_;  // GUARDED_BY(mu_)
-  std::set<uint64_t> unauthenticated_;                   // GUARDED_BY(mu_): oldest first
-  std::map<std::string, int> per_address_;               // GUARDED_BY(mu_)
-  std::map<std::string, int> per_tenant_;                // GUARDED_BY(mu_)
-  bool stopped_ = false;                                 // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar idle_cv_;  // in_flight_ or live_connections_ reached 0
+  CondVar stopped_cv_;  // stopped_ set
+  int live_connections_ GUARDED_BY(mu_) = 0;
+  int in_flight_ GUARDED_BY(mu_) = 0;
+  uint64_t next_session_id_ GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, std::weak_ptr<Session>> sessions_ GUARDED_BY(mu_);
+  std::set<uint64_t> unauthenticated_ GUARDED_BY(mu_);  // oldest first
+  std::map<std::string, int> per_address_ GUARDED_BY(mu_);
+  std::map<std::string, int> per_tenant_ GUARDED_BY(mu_);
+  bool stopped_ GUARDED_BY(mu_) = false;
   std::once_flag stop_once_;
 
-  std::mutex bodies_mu_;
-  std::vector<Bytes> spare_bodies_;  // GUARDED_BY(bodies_mu_)
+  Mutex bodies_mu_;
+  std::vector<Bytes> spare_bodies_ GUARDED_BY(bodies_mu_);
 
   pipeline::FairQueue<std::function<void()>> jobs_;
   pipeline::WorkerGroup workers_;

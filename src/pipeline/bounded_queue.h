@@ -7,11 +7,11 @@
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
-#include <mutex>
 #include <optional>
+
+#include "base/mutex.h"
 
 namespace cairn::pipeline {
 
@@ -24,51 +24,51 @@ class BoundedQueue {
 
   // Blocks while full. False (item dropped) when closed or cancelled.
   bool Push(T item) {
-    std::unique_lock lock(mu_);
-    not_full_.wait(lock, [&] { return items_.size() < capacity_ || closed_; });
+    MutexLock lock(mu_);
+    while (items_.size() >= capacity_ && !closed_) not_full_.Wait(mu_);
     if (closed_) return false;
     items_.push_back(std::move(item));
-    not_empty_.notify_one();
+    not_empty_.NotifyOne();
     return true;
   }
 
   // Blocks while empty. nullopt once closed and drained, or cancelled.
   std::optional<T> Pop() {
-    std::unique_lock lock(mu_);
-    not_empty_.wait(lock, [&] { return !items_.empty() || closed_; });
+    MutexLock lock(mu_);
+    while (items_.empty() && !closed_) not_empty_.Wait(mu_);
     if (items_.empty() || cancelled_) return std::nullopt;
     T item = std::move(items_.front());
     items_.pop_front();
-    not_full_.notify_one();
+    not_full_.NotifyOne();
     return item;
   }
 
   // No more pushes; consumers drain what is queued.
   void Close() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     closed_ = true;
-    not_empty_.notify_all();
-    not_full_.notify_all();
+    not_empty_.NotifyAll();
+    not_full_.NotifyAll();
   }
 
   // Drops queued items and wakes every waiter.
   void Cancel() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     closed_ = true;
     cancelled_ = true;
     items_.clear();
-    not_empty_.notify_all();
-    not_full_.notify_all();
+    not_empty_.NotifyAll();
+    not_full_.NotifyAll();
   }
 
  private:
   const size_t capacity_;
-  std::mutex mu_;
-  std::condition_variable not_empty_;
-  std::condition_variable not_full_;
-  std::deque<T> items_;     // GUARDED_BY(mu_)
-  bool closed_ = false;     // GUARDED_BY(mu_)
-  bool cancelled_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar not_empty_;
+  CondVar not_full_;
+  std::deque<T> items_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
+  bool cancelled_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cairn::pipeline

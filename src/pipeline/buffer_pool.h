@@ -7,10 +7,10 @@
 // Thread safety: Take/Give may be called concurrently from any thread.
 #pragma once
 
-#include <mutex>
 #include <vector>
 
 #include "base/bytes.h"
+#include "base/mutex.h"
 #include "base/read_buffer.h"
 
 namespace cairn::pipeline {
@@ -23,7 +23,7 @@ class BasicBufferPool {
 
   // A recycled buffer (any size, any content) or an empty new one.
   Buffer Take() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (free_.empty()) return Buffer();
     Buffer b = std::move(free_.back());
     free_.pop_back();
@@ -31,14 +31,14 @@ class BasicBufferPool {
   }
 
   void Give(Buffer buffer) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (free_.size() < max_buffers_ && buffer.capacity() > 0) free_.push_back(std::move(buffer));
   }
 
  private:
   const size_t max_buffers_;
-  std::mutex mu_;
-  std::vector<Buffer> free_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<Buffer> free_ GUARDED_BY(mu_);
 };
 
 using BufferPool = BasicBufferPool<Bytes>;

@@ -26,7 +26,7 @@ ConcurrencyController::ConcurrencyController(const Options& options)
 
 void ConcurrencyController::OnComplete(uint64_t bytes, int64_t latency_ns, int64_t now_ns) {
   if (!options_.adaptive) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (window_start_ns_ < 0) window_start_ns_ = now_ns - latency_ns;
   window_bytes_ += bytes;
   window_latency_ns_ += latency_ns;
@@ -44,7 +44,7 @@ void ConcurrencyController::OnComplete(uint64_t bytes, int64_t latency_ns, int64
 }
 
 void ConcurrencyController::SetConsumers(int consumers) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   consumers_ = consumers;
 }
 
@@ -149,7 +149,7 @@ int ConcurrencyController::Choose(double throughput, double latency, double mean
 }
 
 ConcurrencyController::Summary ConcurrencyController::summary() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Summary s = summary_;
   s.final_limit = limit_.load(std::memory_order_relaxed);
   s.mean_limit = time_sum_ > 0 ? limit_time_sum_ / time_sum_ : s.final_limit;

@@ -32,7 +32,8 @@
 #include <cstdint>
 #include <algorithm>
 #include <map>
-#include <mutex>
+
+#include "base/mutex.h"
 
 namespace cairn::pipeline {
 
@@ -93,27 +94,27 @@ class ConcurrencyController {
     int age = 0;            // windows since measured
   };
 
-  void CloseWindow(int64_t now_ns);  // REQUIRES: mu_ held
-  // REQUIRES: mu_ held
-  int Choose(double throughput, double latency, double mean_in_flight, bool starved);
+  void CloseWindow(int64_t now_ns) REQUIRES(mu_);
+  int Choose(double throughput, double latency, double mean_in_flight, bool starved)
+      REQUIRES(mu_);
 
   const Options options_;
   std::atomic<int> limit_;
 
-  mutable std::mutex mu_;
-  int64_t window_start_ns_ = -1;    // GUARDED_BY(mu_)
-  uint64_t window_bytes_ = 0;       // GUARDED_BY(mu_)
-  int64_t window_latency_ns_ = 0;   // GUARDED_BY(mu_)
-  int window_count_ = 0;            // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  int64_t window_start_ns_ GUARDED_BY(mu_) = -1;
+  uint64_t window_bytes_ GUARDED_BY(mu_) = 0;
+  int64_t window_latency_ns_ GUARDED_BY(mu_) = 0;
+  int window_count_ GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> window_wait_ns_{0};  // consumers' waits in the window
-  int consumers_ = 0;               // GUARDED_BY(mu_)
-  bool slow_start_ = true;          // GUARDED_BY(mu_)
-  double slow_start_best_ = 0;      // GUARDED_BY(mu_)
-  int windows_ = 0;                 // GUARDED_BY(mu_)
-  std::map<int, Record> records_;   // GUARDED_BY(mu_)
-  Summary summary_;                 // GUARDED_BY(mu_)
-  double limit_time_sum_ = 0;       // GUARDED_BY(mu_)
-  double time_sum_ = 0;             // GUARDED_BY(mu_)
+  int consumers_ GUARDED_BY(mu_) = 0;
+  bool slow_start_ GUARDED_BY(mu_) = true;
+  double slow_start_best_ GUARDED_BY(mu_) = 0;
+  int windows_ GUARDED_BY(mu_) = 0;
+  std::map<int, Record> records_ GUARDED_BY(mu_);
+  Summary summary_ GUARDED_BY(mu_);
+  double limit_time_sum_ GUARDED_BY(mu_) = 0;
+  double time_sum_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace cairn::pipeline

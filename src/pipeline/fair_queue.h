@@ -12,14 +12,14 @@
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
+
+#include "base/mutex.h"
 
 namespace cairn::pipeline {
 
@@ -33,11 +33,11 @@ class FairQueue {
 
   // False (item dropped) once closed.
   bool Push(const std::string& key, T item) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return false;
     lanes_[key].items.push_back(std::move(item));
     ++queued_;
-    ready_.notify_one();
+    ready_.NotifyOne();
     return true;
   }
 
@@ -45,7 +45,7 @@ class FairQueue {
   // key (the caller must call Done(key) once it is finished). nullopt once
   // closed and drained.
   std::optional<std::pair<std::string, T>> Pop() {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     for (;;) {
       if (auto it = NextLaneLocked(); it != lanes_.end()) {
         Lane& lane = it->second;
@@ -57,29 +57,29 @@ class FairQueue {
         return out;
       }
       if (closed_ && queued_ == 0) return std::nullopt;
-      ready_.wait(lock);
+      ready_.Wait(mu_);
     }
   }
 
   // One item of lane `key` is finished: the lane may run another.
   void Done(const std::string& key) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = lanes_.find(key);
     if (it == lanes_.end()) return;
     if (it->second.running > 0) --it->second.running;
     if (it->second.running == 0 && it->second.items.empty()) lanes_.erase(it);
-    ready_.notify_all();
+    ready_.NotifyAll();
   }
 
   // No more pushes; consumers drain what is queued.
   void Close() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     closed_ = true;
-    ready_.notify_all();
+    ready_.NotifyAll();
   }
 
   size_t queued() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return queued_;
   }
 
@@ -90,8 +90,8 @@ class FairQueue {
   };
 
   // The first lane after last_ (in key order, wrapping) with an item and
-  // room to run it. REQUIRES: mu_ held.
-  typename std::map<std::string, Lane>::iterator NextLaneLocked() {
+  // room to run it.
+  typename std::map<std::string, Lane>::iterator NextLaneLocked() REQUIRES(mu_) {
     if (queued_ == 0) return lanes_.end();
     auto eligible = [&](const Lane& l) { return !l.items.empty() && l.running < per_lane_running_; };
     for (auto it = lanes_.upper_bound(last_); it != lanes_.end(); ++it) {
@@ -104,12 +104,12 @@ class FairQueue {
   }
 
   const size_t per_lane_running_;
-  mutable std::mutex mu_;
-  std::condition_variable ready_;
-  std::map<std::string, Lane> lanes_;  // GUARDED_BY(mu_)
-  std::string last_;                   // GUARDED_BY(mu_): the lane served last
-  size_t queued_ = 0;                  // GUARDED_BY(mu_)
-  bool closed_ = false;                // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar ready_;
+  std::map<std::string, Lane> lanes_ GUARDED_BY(mu_);
+  std::string last_ GUARDED_BY(mu_);  // the lane served last
+  size_t queued_ GUARDED_BY(mu_) = 0;
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cairn::pipeline

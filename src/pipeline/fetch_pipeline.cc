@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "pipeline/bounded_queue.h"
@@ -37,13 +35,13 @@ class Gate {
   // Blocks until the next item may start; false when there is none left,
   // the caller's stop said so, or the pipeline was cancelled.
   bool Admit(size_t* index, uint64_t* reserved) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (true) {
       if (cancelled_ || next_ >= count_) return false;
       if (stop_ && stop_(next_)) {
         stopped_ = true;
         count_ = next_;    // the end is here: items started still finish
-        cv_.notify_all();  // every waiting thread may leave
+        cv_.NotifyAll();  // every waiting thread may leave
         return false;
       }
       if (feed_ != nullptr && next_ >= feed_->available()) {
@@ -51,14 +49,14 @@ class Gate {
         // or when it stayed empty with nothing in flight for a while.
         if (feed_->closed() && next_ >= feed_->available()) {
           count_ = next_;
-          cv_.notify_all();
+          cv_.NotifyAll();
           return false;
         }
         const auto idle = std::chrono::nanoseconds(feed_->idle_timeout_ns());
-        if (cv_.wait_for(lock, idle) == std::cv_status::timeout &&
+        if (!cv_.WaitFor(mu_, idle) &&
             next_ >= feed_->available() && reads_ == 0 && outstanding_ == 0) {
           count_ = next_;
-          cv_.notify_all();
+          cv_.NotifyAll();
           return false;
         }
         continue;
@@ -72,15 +70,15 @@ class Gate {
         peak_reads_ = std::max(peak_reads_, reads_);
         peak_bytes_ = std::max(peak_bytes_, bytes_);
         if (next_ >= count_) {
-          cv_.notify_all();  // nothing left: every waiting thread may leave
+          cv_.NotifyAll();  // nothing left: every waiting thread may leave
         } else if (CanAdmitLocked()) {
-          cv_.notify_one();  // room for one more (a release can free several slots)
+          cv_.NotifyOne();  // room for one more (a release can free several slots)
         }
         return true;
       }
       // Woken by a finished read or item (one thread per freed slot), by a
       // higher limit (LimitRaised) or by the end.
-      cv_.wait(lock);
+      cv_.Wait(mu_);
     }
   }
 
@@ -91,36 +89,36 @@ class Gate {
   // page cache, --jobs auto (64 threads, one read in flight) ran 10 %
   // (verify) and 28 % (restore) slower than --jobs 1 (one thread).
   void ReadDone() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --reads_;
   }
 
   void Release(uint64_t bytes) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       bytes_ -= bytes;
       --outstanding_;
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
 
   // The controller allowed more reads: several threads may start now.
   void LimitRaised() {
-    { std::lock_guard lock(mu_); }
-    cv_.notify_all();
+    { MutexLock lock(mu_); }
+    cv_.NotifyAll();
   }
 
   void Cancel() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       cancelled_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   // True when the next item fits the read limit, the outstanding cap and
-  // the byte budget. REQUIRES: mu_ held, next_ < count_.
-  bool CanAdmitLocked() const {
+  // the byte budget. REQUIRES: next_ < count_.
+  bool CanAdmitLocked() const REQUIRES(mu_) {
     const int limit = controller_.limit();
     const uint64_t hint = size_hint_(next_);
     const bool fits = bytes_ == 0 || bytes_ + hint <= max_bytes_;
@@ -131,48 +129,48 @@ class Gate {
   }
 
   void FillStats(FetchPipelineStats* stats) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stats->peak_reads_in_flight = peak_reads_;
     stats->peak_bytes_in_flight = peak_bytes_;
     stats->stopped = stopped_;
   }
 
  private:
-  size_t count_;            // GUARDED_BY(mu_); lowered by a stop
+  size_t count_ GUARDED_BY(mu_);  // lowered by a stop
   const uint64_t max_bytes_;
   const int slack_;
   ConcurrencyController& controller_;
   const SizeHintFn& size_hint_;
   const std::function<bool(size_t)>& stop_;
   ItemFeed* const feed_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t next_ = 0;         // GUARDED_BY(mu_)
-  int reads_ = 0;           // GUARDED_BY(mu_)
-  int outstanding_ = 0;     // GUARDED_BY(mu_)
-  uint64_t bytes_ = 0;      // GUARDED_BY(mu_)
-  int peak_reads_ = 0;      // GUARDED_BY(mu_)
-  uint64_t peak_bytes_ = 0; // GUARDED_BY(mu_)
-  bool cancelled_ = false;  // GUARDED_BY(mu_)
-  bool stopped_ = false;    // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  size_t next_ GUARDED_BY(mu_) = 0;
+  int reads_ GUARDED_BY(mu_) = 0;
+  int outstanding_ GUARDED_BY(mu_) = 0;
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  int peak_reads_ GUARDED_BY(mu_) = 0;
+  uint64_t peak_bytes_ GUARDED_BY(mu_) = 0;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  bool stopped_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
 
 void ItemFeed::Add(size_t n) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   available_.fetch_add(n, std::memory_order_acq_rel);
   if (waker_) waker_();
 }
 
 void ItemFeed::Close() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   closed_.store(true, std::memory_order_release);
   if (waker_) waker_();
 }
 
 void ItemFeed::SetWaker(std::function<void()> waker) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   waker_ = std::move(waker);
 }
 

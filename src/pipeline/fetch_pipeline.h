@@ -31,9 +31,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 
 #include "base/bytes.h"
+#include "base/mutex.h"
 #include "base/read_buffer.h"
 #include "base/status.h"
 #include "pipeline/concurrency_controller.h"
@@ -67,8 +67,8 @@ class ItemFeed {
   const int64_t idle_timeout_ns_;
   std::atomic<size_t> available_{0};
   std::atomic<bool> closed_{false};
-  std::mutex mu_;
-  std::function<void()> waker_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::function<void()> waker_ GUARDED_BY(mu_);
 };
 
 struct FetchPipelineOptions {

@@ -12,11 +12,11 @@
 #include <atomic>
 #include <exception>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace cairn::pipeline {
@@ -47,7 +47,7 @@ class WorkerGroup {
   void Fail(Status s) {
     bool first = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (first_error_.ok()) {
         first_error_ = std::move(s);
         first = true;
@@ -57,14 +57,14 @@ class WorkerGroup {
   }
 
   bool failed() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return !first_error_.ok();
   }
 
   // Joins all threads; returns the first error (OK if none).
   Status Wait() {
     Join();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return first_error_;
   }
 
@@ -78,8 +78,8 @@ class WorkerGroup {
 
   std::function<void()> on_error_;
   std::vector<std::jthread> threads_;
-  std::mutex mu_;
-  Status first_error_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  Status first_error_ GUARDED_BY(mu_);
 };
 
 // Runs fn(i) for every i in [0, n) on up to `threads` threads, each taking

@@ -74,15 +74,15 @@ RemoteChunkSink::RemoteChunkSink(std::shared_ptr<RemoteClient> client, int max_c
 
 RemoteChunkSink::~RemoteChunkSink() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : workers_) t.join();
 }
 
 void RemoteChunkSink::StartSession(std::string session_path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   path_ = std::move(session_path);
   uploaded_.clear();
   current_.clear();
@@ -92,8 +92,8 @@ void RemoteChunkSink::StartSession(std::string session_path) {
 }
 
 void RemoteChunkSink::EndSession() {
-  std::unique_lock lock(mu_);
-  idle_cv_.wait(lock, [&] { return queue_.empty() && in_flight_.count() == 0; });
+  MutexLock lock(mu_);
+  while (!queue_.empty() || in_flight_.count() != 0) idle_cv_.Wait(mu_);
   path_.clear();
   uploaded_.clear();
   current_.clear();
@@ -102,7 +102,7 @@ void RemoteChunkSink::EndSession() {
 }
 
 Result<store::InsertResult> RemoteChunkSink::Insert(const store::ChunkId& id, ByteSpan stored) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (!error_.ok()) return error_;
   if (path_.empty()) return FailedPreconditionError("chunk upload outside a backup session");
   if (!uploaded_.insert(id).second) return store::InsertResult{false, 0};
@@ -116,15 +116,15 @@ Result<store::InsertResult> RemoteChunkSink::Insert(const store::ChunkId& id, By
   if (stored.size() >= 20) current_raw_ += format::GetU32(&stored[16]);
   stats_.chunks++;
   stats_.bytes += stored.size();
-  if (current_.size() >= kBatchBytes || current_raw_ >= kBatchRawBytes) QueueCurrent(lock);
+  if (current_.size() >= kBatchBytes || current_raw_ >= kBatchRawBytes) QueueCurrent();
   if (!error_.ok()) return error_;
   return store::InsertResult{true, stored.size()};
 }
 
-void RemoteChunkSink::QueueCurrent(std::unique_lock<std::mutex>& lock) {
+void RemoteChunkSink::QueueCurrent() {
   if (current_.empty()) return;
   size_t room = kQueuedPerThread * static_cast<size_t>(max_connections_);
-  cv_.wait(lock, [&] { return queue_.size() < room || !error_.ok(); });
+  while (queue_.size() >= room && error_.ok()) cv_.Wait(mu_);
   if (!error_.ok()) return;
   queue_.push_back(std::move(current_));
   current_ = Bytes();
@@ -136,35 +136,35 @@ void RemoteChunkSink::QueueCurrent(std::unique_lock<std::mutex>& lock) {
       queue_.size() + in_flight_.count() > workers_.size()) {
     workers_.emplace_back([this] { Worker(); });
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 Result<bool> RemoteChunkSink::Contains(const store::ChunkId& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return uploaded_.contains(id);
 }
 
 Status RemoteChunkSink::Flush() {
-  std::unique_lock lock(mu_);
-  QueueCurrent(lock);
-  idle_cv_.wait(lock, [&] { return queue_.empty() && in_flight_.count() == 0; });
+  MutexLock lock(mu_);
+  QueueCurrent();
+  while (!queue_.empty() || in_flight_.count() != 0) idle_cv_.Wait(mu_);
   return error_;
 }
 
 store::ConnectionSummary RemoteChunkSink::Connections() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return in_flight_.Summary(last_in_flight_, max_connections_);
 }
 
 RemoteChunkSink::Stats RemoteChunkSink::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 
 void RemoteChunkSink::Worker() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) cv_.Wait(mu_);
     if (queue_.empty()) return;  // stopping
     Bytes batch = std::move(queue_.front());
     queue_.pop_front();
@@ -172,19 +172,19 @@ void RemoteChunkSink::Worker() {
     bool failed = !error_.ok();
     in_flight_.Change(+1);
     last_in_flight_ = in_flight_.count();
-    cv_.notify_all();  // room for a producer
-    lock.unlock();
+    cv_.NotifyAll();  // room for a producer
+    lock.Unlock();
     // A retried upload is harmless: the server keeps a chunk it has.
     Status s = failed ? Status::Ok() : client_->Call("POST", path, batch).status();
-    lock.lock();
+    lock.Lock();
     if (spare_.size() < kQueuedPerThread * static_cast<size_t>(max_connections_)) {
       batch.clear();
       spare_.push_back(std::move(batch));
     }
     in_flight_.Change(-1);
     if (!s.ok() && error_.ok()) error_ = s.WithContext("uploading chunks");
-    if (queue_.empty() && in_flight_.count() == 0) idle_cv_.notify_all();
-    cv_.notify_all();
+    if (queue_.empty() && in_flight_.count() == 0) idle_cv_.NotifyAll();
+    cv_.NotifyAll();
   }
 }
 

@@ -28,15 +28,14 @@
 // backend at a time.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
+#include "base/mutex.h"
 #include "datastore/snapshot_target.h"
 #include "remote/connection_meter.h"
 #include "remote/remote_chunk_source.h"
@@ -80,27 +79,28 @@ class RemoteChunkSink : public store::ChunkSink {
 
  private:
   void Worker();
-  // REQUIRES: mu_ held. Queues current_ (waiting for room).
-  void QueueCurrent(std::unique_lock<std::mutex>& lock);
+  // Queues current_ (waiting for room).
+  void QueueCurrent() REQUIRES(mu_);
 
   std::shared_ptr<RemoteClient> client_;
   const int max_connections_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;       // workers: work queued; producers: room
-  std::condition_variable idle_cv_;  // Flush: nothing queued or in flight
-  std::string path_;
-  std::unordered_set<store::ChunkId, crypto::DigestHash> uploaded_;
-  Bytes current_;
-  size_t current_chunks_ = 0;
-  uint64_t current_raw_ = 0;  // what current_'s chunks decode to
-  std::deque<Bytes> queue_;
-  std::vector<Bytes> spare_;  // sent batches' buffers, for the next ones
-  ConnectionMeter in_flight_;  // uploads at work (one connection each), over time
-  Status error_;
-  bool stopping_ = false;
-  std::vector<std::thread> workers_;
-  Stats stats_;
-  int last_in_flight_ = 0;  // at work when the last upload started
+  mutable Mutex mu_;
+  CondVar cv_;       // workers: work queued; producers: room
+  CondVar idle_cv_;  // Flush: nothing queued or in flight
+  std::string path_ GUARDED_BY(mu_);
+  std::unordered_set<store::ChunkId, crypto::DigestHash> uploaded_ GUARDED_BY(mu_);
+  Bytes current_ GUARDED_BY(mu_);
+  size_t current_chunks_ GUARDED_BY(mu_) = 0;
+  uint64_t current_raw_ GUARDED_BY(mu_) = 0;  // what current_'s chunks decode to
+  std::deque<Bytes> queue_ GUARDED_BY(mu_);
+  std::vector<Bytes> spare_ GUARDED_BY(mu_);  // sent batches' buffers, for the next ones
+  ConnectionMeter in_flight_ GUARDED_BY(mu_);  // uploads at work (one connection each), over time
+  Status error_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  // Started under mu_; joined by the destructor once no thread adds one.
+  std::vector<std::thread> workers_ GUARDED_BY(mu_);
+  Stats stats_ GUARDED_BY(mu_);
+  int last_in_flight_ GUARDED_BY(mu_) = 0;  // at work when the last upload started
 };
 
 class RemoteStoreBackend : public datastore::RemoteBackend {

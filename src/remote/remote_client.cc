@@ -139,7 +139,7 @@ std::string RemoteClient::StorePath(std::string_view suffix) const {
 
 Result<std::unique_ptr<net::HttpConnection>> RemoteClient::Acquire() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     while (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
@@ -153,7 +153,7 @@ Result<std::unique_ptr<net::HttpConnection>> RemoteClient::Acquire() {
 
 void RemoteClient::Release(std::unique_ptr<net::HttpConnection> connection) {
   if (!connection || !connection->open()) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (idle_.size() < kMaxIdle) idle_.push_back(std::move(connection));
 }
 
@@ -254,12 +254,12 @@ Status RemoteClient::GaveUp(const Status& last, int attempts,
 }
 
 void RemoteClient::SetSessionRestorer(std::function<Status()> restore) {
-  std::lock_guard lock(session_mu_);
+  MutexLock lock(session_mu_);
   restore_session_ = std::move(restore);
 }
 
 Status RemoteClient::RestoreSession(uint64_t seen_generation) {
-  std::lock_guard lock(session_mu_);
+  MutexLock lock(session_mu_);
   if (!restore_session_ || generation_.load() != seen_generation) return Status::Ok();
   Status s = restore_session_();
   ++generation_;

@@ -26,11 +26,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "base/bytes.h"
+#include "base/mutex.h"
 #include "base/rate_limiter.h"
 #include "base/status.h"
 #include "net/http_client.h"
@@ -147,11 +147,11 @@ class RemoteClient {
   RemoteUrl url_;
   net::ClientOptions options_;
   TransferLimits limits_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<net::HttpConnection>> idle_;
+  Mutex mu_;
+  std::vector<std::unique_ptr<net::HttpConnection>> idle_ GUARDED_BY(mu_);
   std::chrono::milliseconds window_{0};
-  std::mutex session_mu_;                  // one RestoreSession at a time
-  std::function<Status()> restore_session_;  // GUARDED_BY(session_mu_)
+  Mutex session_mu_;  // one RestoreSession at a time
+  std::function<Status()> restore_session_ GUARDED_BY(session_mu_);
   std::atomic<uint64_t> generation_{0};
 };
 

@@ -1,5 +1,6 @@
 #include "remote/remote_repo.h"
 
+#include "base/mutex.h"
 #include "remote/remote_backend.h"
 
 #include <unistd.h>
@@ -116,10 +117,10 @@ std::string MirrorDir(const std::string& cache_root, const RemoteUrl& url) {
 
 
 struct MirrorEnv::Granted {
-  std::mutex mu;
+  Mutex mu;
   // Mirror path → the query of its POST …/grant (empty for a blob: nothing
   // to grant).
-  std::map<std::string, std::string> files;  // GUARDED_BY(mu)
+  std::map<std::string, std::string> files GUARDED_BY(mu);
 };
 
 namespace {
@@ -146,7 +147,7 @@ MirrorEnv::MirrorEnv(std::unique_ptr<Env> base, std::shared_ptr<RemoteClient> cl
   client_->SetSessionRestorer([granted = granted_, client = client_.get()] {
     std::map<std::string, std::string> files;
     {
-      std::lock_guard lock(granted->mu);
+      MutexLock lock(granted->mu);
       files = granted->files;
     }
     return Regrant(*client, files);
@@ -168,7 +169,7 @@ Status MirrorEnv::MaybeFetch(const std::string& path) {
   }
   const bool index = !name.ends_with(".blob");
   {
-    std::lock_guard lock(granted_->mu);
+    MutexLock lock(granted_->mu);
     if (granted_->files.contains(path)) return Status::Ok();
   }
   const std::string query =
@@ -181,7 +182,7 @@ Status MirrorEnv::MaybeFetch(const std::string& path) {
     CAIRN_ASSIGN_OR_RETURN(Bytes data, client_->Call("GET", client_->StorePath("/file" + query)));
     CAIRN_RETURN_IF_ERROR(WriteFileReplacing(*base_, path, data));
   }
-  std::lock_guard lock(granted_->mu);
+  MutexLock lock(granted_->mu);
   granted_->files.emplace(path, index ? query : std::string());
   return Status::Ok();
 }

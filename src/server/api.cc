@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "base/mutex.h"
 #include "datastore/sync_marker.h"
 #include "index/dynamic_index.h"
 #include "index/fixed_index.h"
@@ -79,7 +80,7 @@ size_t Api::OpenSessions() { return shared_->sessions.open_sessions(); }
 std::vector<TaskInfo> Api::Tasks() { return shared_->tasks->List(); }
 
 void Api::SetMetricsRenderer(std::function<std::string()> render) {
-  std::lock_guard lock(shared_->metrics_mu);
+  MutexLock lock(shared_->metrics_mu);
   shared_->render_metrics = std::move(render);
 }
 

@@ -4,6 +4,7 @@
 // rate limits and worker lanes. A token bound to one datastore gets only
 // the series of that datastore (and the server-wide ones).
 #include "server/api_request.h"
+#include "base/mutex.h"
 #include "server/metrics.h"
 
 namespace cairn::server {
@@ -17,7 +18,7 @@ void Request::Metrics() {
   }
   std::function<std::string()> render;
   {
-    std::lock_guard lock(api_.metrics_mu);
+    MutexLock lock(api_.metrics_mu);
     render = api_.render_metrics;
   }
   if (!render) return SendError(404, "this server exports no metrics");

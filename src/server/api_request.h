@@ -8,13 +8,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/mutex.h"
 #include "protocol/messages.h"
 #include "server/api.h"
 #include "server/audit_log.h"
@@ -51,8 +51,8 @@ struct ApiShared {
   // before them.
   std::unique_ptr<SyncScheduler> scheduler;
   // The exposition of GET /metrics (Api::SetMetricsRenderer); empty: 404.
-  std::mutex metrics_mu;
-  std::function<std::string()> render_metrics;  // GUARDED_BY(metrics_mu)
+  Mutex metrics_mu;
+  std::function<std::string()> render_metrics GUARDED_BY(metrics_mu);
 };
 
 // An error answer's status for a Status of the datastore code.

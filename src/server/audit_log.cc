@@ -27,7 +27,7 @@ void AuditLog::Record(const AuditEntry& e) {
                          {"status", e.status},
                          {"reason", e.reason.substr(0, 1024)}};
   std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   struct stat st;
   if (::stat(path_.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) >= max_bytes_) {
     std::string old = path_ + ".1";
@@ -44,7 +44,7 @@ void AuditLog::Record(const AuditEntry& e) {
 
 int64_t LoginLimiter::RetryAfter(const std::string& address) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = windows_.find(address);
   if (it == windows_.end()) return 0;
   auto elapsed = now - it->second.start;
@@ -58,7 +58,7 @@ int64_t LoginLimiter::RetryAfter(const std::string& address) {
 
 void LoginLimiter::Failed(const std::string& address) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // Old windows go, so addresses that tried once cost nothing for long.
   if (windows_.size() > 4096) {
     for (auto it = windows_.begin(); it != windows_.end();) {

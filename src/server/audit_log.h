@@ -16,10 +16,10 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "base/logging.h"
+#include "base/mutex.h"
 
 namespace cairn::server {
 
@@ -44,7 +44,7 @@ class AuditLog {
   Logger& logger_;
   const std::string path_;
   const uint64_t max_bytes_;
-  std::mutex mu_;  // serializes appends and the rotation
+  Mutex mu_;  // serializes appends and the rotation
 };
 
 class LoginLimiter {
@@ -62,8 +62,8 @@ class LoginLimiter {
   };
   const int max_failures_;
   const std::chrono::seconds window_;
-  std::mutex mu_;
-  std::map<std::string, Window> windows_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, Window> windows_ GUARDED_BY(mu_);
 };
 
 }  // namespace cairn::server

@@ -156,7 +156,7 @@ double ServerMetrics::UptimeSeconds() const { return Seconds(Clock::now() - star
 void ServerMetrics::ObserveRequest(const std::string& route, const std::string& method, int status,
                                    double seconds, uint64_t bytes_in, uint64_t bytes_out) {
   const std::string kind = ErrorKind(status);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++requests_[RequestKey{route, method, status}];
   auto& figures = routes_[route];
   if (!figures) figures = std::make_unique<RouteFigures>();
@@ -169,13 +169,13 @@ void ServerMetrics::ObserveRequest(const std::string& route, const std::string& 
 void ServerMetrics::ObserveRefusal(int status) {
   const std::string kind = ErrorKind(status);
   if (kind.empty()) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++errors_[kind];
 }
 
 void ServerMetrics::ObserveChunkRead(const std::string& store, double seconds, uint64_t bytes,
                                      bool ok) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& c = chunks_[store];
   if (!c) c = std::make_unique<ChunkFigures>();
   ++c->reads;
@@ -202,7 +202,7 @@ std::vector<ServerMetrics::ThroughputPoint> ServerMetrics::Throughput(const std:
   for (int i = 0; i < kThroughputBuckets; ++i) {
     points[i].start_unix = (last - kThroughputBuckets + 1 + i) * kThroughputBucketSeconds;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = chunks_.find(store);
   if (it == chunks_.end()) return points;
   for (const ChunkFigures::Interval& slot : it->second->recent) {
@@ -216,7 +216,7 @@ std::vector<ServerMetrics::ThroughputPoint> ServerMetrics::Throughput(const std:
 }
 
 void ServerMetrics::ObserveChunkWrite(const std::string& store, double seconds, uint64_t bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& c = chunks_[store];
   if (!c) c = std::make_unique<ChunkFigures>();
   ++c->writes;
@@ -226,12 +226,12 @@ void ServerMetrics::ObserveChunkWrite(const std::string& store, double seconds, 
 }
 
 void ServerMetrics::AddError(const std::string& kind) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++errors_[kind];
 }
 
 void ServerMetrics::Write(std::string* out) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   WriteFamily(out, "cairn_http_requests_total", "counter",
          "Requests answered, by route, method and HTTP status.");
   for (const auto& [k, n] : requests_) {

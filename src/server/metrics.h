@@ -28,12 +28,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "datastore/datastore.h"
 #include "maintenance/store_status.h"
 #include "net/http_server.h"
@@ -131,11 +131,11 @@ class ServerMetrics {
   };
 
   const std::chrono::steady_clock::time_point start_;
-  mutable std::mutex mu_;
-  std::map<RequestKey, uint64_t> requests_;                    // GUARDED_BY(mu_)
-  std::map<std::string, std::unique_ptr<RouteFigures>> routes_;  // GUARDED_BY(mu_)
-  std::map<std::string, std::unique_ptr<ChunkFigures>> chunks_;  // GUARDED_BY(mu_)
-  std::map<std::string, uint64_t> errors_;                     // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<RequestKey, uint64_t> requests_ GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<RouteFigures>> routes_ GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<ChunkFigures>> chunks_ GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> errors_ GUARDED_BY(mu_);
 };
 
 // Records one request into `metrics` as it is answered: the status and
@@ -194,9 +194,9 @@ class StoreFigures {
   const std::map<std::string, datastore::Datastore*> stores_;
   const std::chrono::seconds interval_;
   Logger& logger_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
-  std::map<std::string, Figures> figures_;  // GUARDED_BY(mu_)
+  std::map<std::string, Figures> figures_ GUARDED_BY(mu_);
   std::jthread thread_;
 };
 

@@ -39,20 +39,19 @@ void Reply(int fd, int status, std::string_view reason, std::string_view type, s
 }  // namespace
 
 Result<std::unique_ptr<MetricsListener>> MetricsListener::Start(const std::string& listen,
-                                                                Render render, Logger& logger) {
+                                                                Render render) {
   CAIRN_ASSIGN_OR_RETURN(auto hp, net::ParseHostPort(listen));
   std::string endpoint;
   CAIRN_ASSIGN_OR_RETURN(UniqueFd fd, ListenTcp(hp.first, std::to_string(hp.second), 16,
                                                 fmt::format("metrics listen {}", listen), &endpoint));
   std::unique_ptr<MetricsListener> l(
-      new MetricsListener(std::move(fd), std::move(endpoint), std::move(render), logger));
+      new MetricsListener(std::move(fd), std::move(endpoint), std::move(render)));
   l->thread_ = std::jthread([p = l.get()](std::stop_token stop) { p->Serve(stop); });
   return l;
 }
 
-MetricsListener::MetricsListener(UniqueFd fd, std::string endpoint, Render render, Logger& logger)
-    : fd_(std::move(fd)), endpoint_(std::move(endpoint)), render_(std::move(render)),
-      logger_(logger) {}
+MetricsListener::MetricsListener(UniqueFd fd, std::string endpoint, Render render)
+    : fd_(std::move(fd)), endpoint_(std::move(endpoint)), render_(std::move(render)) {}
 
 MetricsListener::~MetricsListener() {
   if (thread_.joinable()) {

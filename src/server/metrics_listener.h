@@ -19,7 +19,6 @@
 #include <string>
 #include <thread>
 
-#include "base/logging.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 
@@ -29,22 +28,20 @@ class MetricsListener {
  public:
   using Render = std::function<std::string()>;
   // Binds `listen` ("HOST:PORT"; port 0 picks one) and starts serving.
-  static Result<std::unique_ptr<MetricsListener>> Start(const std::string& listen, Render render,
-                                                        Logger& logger);
+  static Result<std::unique_ptr<MetricsListener>> Start(const std::string& listen, Render render);
   ~MetricsListener();  // stops
 
   // "127.0.0.1:9107", with the real port.
   const std::string& endpoint() const { return endpoint_; }
 
  private:
-  MetricsListener(UniqueFd fd, std::string endpoint, Render render, Logger& logger);
+  MetricsListener(UniqueFd fd, std::string endpoint, Render render);
   void Serve(std::stop_token stop);
   void Answer(int fd);
 
   UniqueFd fd_;
   const std::string endpoint_;
   const Render render_;
-  Logger& logger_;
   std::jthread thread_;
 };
 

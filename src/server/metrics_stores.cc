@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "server/metrics.h"
+#include "base/mutex.h"
 #include "verify/coverage.h"
 
 namespace cairn::server {
@@ -76,16 +77,16 @@ void StoreFigures::Loop(std::stop_token stop) {
     for (const auto& [name, store] : stores_) {
       if (stop.stop_requested()) return;
       Figures f = Read(*store);
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       figures_[name] = std::move(f);
     }
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, stop, interval_, [] { return false; });
+    MutexLock lock(mu_);
+    cv_.wait_for(mu_, stop, interval_, [] { return false; });
   }
 }
 
 void StoreFigures::Write(std::string* out) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   using maintenance::StoreStatus;
   struct Gauge {
     const char* name;

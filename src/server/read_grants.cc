@@ -23,7 +23,7 @@ void ReadGrants::ExpireLocked(std::chrono::steady_clock::time_point now) {
 Status ReadGrants::Grant(const std::string& token, const std::string& store,
                          const std::string& index_key, std::span<const crypto::Digest> digests) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ExpireLocked(now);
   Entry& e = entries_[{token, store}];
   e.last_used = now;
@@ -47,7 +47,7 @@ Status ReadGrants::Grant(const std::string& token, const std::string& store,
 bool ReadGrants::MayRead(const std::string& token, const std::string& store,
                          const crypto::Digest& id) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find({token, store});
   if (it == entries_.end()) return false;
   it->second.last_used = now;
@@ -56,13 +56,13 @@ bool ReadGrants::MayRead(const std::string& token, const std::string& store,
 
 bool ReadGrants::Granted(const std::string& token, const std::string& store,
                          const std::string& index_key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find({token, store});
   return it != entries_.end() && it->second.indexes.contains(index_key);
 }
 
 size_t ReadGrants::chunks(const std::string& token, const std::string& store) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find({token, store});
   return it == entries_.end() ? 0 : it->second.chunks.size();
 }

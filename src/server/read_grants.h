@@ -16,12 +16,12 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <set>
 #include <span>
 #include <string>
 #include <utility>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "crypto/sha256.h"
 #include "server/digest_set.h"
@@ -52,15 +52,14 @@ class ReadGrants {
     std::chrono::steady_clock::time_point last_used;
   };
   using Key = std::pair<std::string, std::string>;  // token, store
-  // REQUIRES: mu_ held. Drops entries idle for idle_ or longer (looking at
-  // most once a second).
-  void ExpireLocked(std::chrono::steady_clock::time_point now);
+  // Drops entries idle for idle_ or longer (looking at most once a second).
+  void ExpireLocked(std::chrono::steady_clock::time_point now) REQUIRES(mu_);
 
   const size_t max_chunks_;
   const std::chrono::seconds idle_;
-  std::mutex mu_;
-  std::map<Key, Entry> entries_;                       // GUARDED_BY(mu_)
-  std::chrono::steady_clock::time_point last_expiry_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<Key, Entry> entries_ GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point last_expiry_ GUARDED_BY(mu_);
 };
 
 }  // namespace cairn::server

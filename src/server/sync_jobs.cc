@@ -207,13 +207,13 @@ SyncScheduler::~SyncScheduler() {
 }
 
 int64_t SyncScheduler::NextRun(const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = due_.find(name);
   return it == due_.end() ? 0 : it->second.second;
 }
 
 void SyncScheduler::Loop(std::stop_token stop) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop.stop_requested()) {
     const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                             std::chrono::system_clock::now().time_since_epoch())
@@ -222,9 +222,9 @@ void SyncScheduler::Loop(std::stop_token stop) {
     for (auto& [name, entry] : due_) {
       auto& [schedule, next] = entry;
       if (next <= now) {
-        lock.unlock();
+        lock.Unlock();
         auto started = tasks_.StartSync(name, "(schedule)");
-        lock.lock();
+        lock.Lock();
         if (started.ok() && !started->already_running) {
           next = schedule.Next(now);
           logger_.Info("sync job '{}': started on schedule (task {}); next run {}", name,
@@ -240,7 +240,7 @@ void SyncScheduler::Loop(std::stop_token stop) {
       soonest = std::min(soonest, next);
     }
     const auto until = std::chrono::system_clock::time_point(std::chrono::seconds(soonest));
-    wake_.wait_until(lock, stop, until, [] { return false; });
+    wake_.wait_until(mu_, stop, until, [] { return false; });
   }
 }
 

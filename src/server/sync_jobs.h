@@ -32,7 +32,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -41,6 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/logging.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "datastore/datastore.h"
 #include "server/schedule.h"
@@ -100,9 +100,9 @@ class SyncScheduler {
 
   TaskManager& tasks_;
   Logger& logger_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable_any wake_;
-  std::map<std::string, std::pair<Schedule, int64_t>> due_;  // GUARDED_BY(mu_): name → schedule, next run
+  std::map<std::string, std::pair<Schedule, int64_t>> due_ GUARDED_BY(mu_);  // name → schedule, next run
   std::jthread thread_;
 };
 

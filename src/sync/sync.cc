@@ -6,14 +6,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 
+#include "base/mutex.h"
 #include "base/rate_limiter.h"
 #include "blob/blob.h"
 #include "datastore/snapshot_writer.h"
@@ -75,16 +74,16 @@ class ReadSlots {
   class Slot {
    public:
     Slot(ReadSlots& slots, const pipeline::ConcurrencyController& controller) : slots_(slots) {
-      std::unique_lock lock(slots_.mu_);
-      slots_.freed_.wait(lock, [&] { return slots_.in_flight_ < controller.limit(); });
+      MutexLock lock(slots_.mu_);
+      while (slots_.in_flight_ >= controller.limit()) slots_.freed_.Wait(slots_.mu_);
       ++slots_.in_flight_;
     }
     ~Slot() {
       {
-        std::lock_guard lock(slots_.mu_);
+        MutexLock lock(slots_.mu_);
         --slots_.in_flight_;
       }
-      slots_.freed_.notify_one();
+      slots_.freed_.NotifyOne();
     }
     Slot(const Slot&) = delete;
     Slot& operator=(const Slot&) = delete;
@@ -94,9 +93,9 @@ class ReadSlots {
   };
 
  private:
-  std::mutex mu_;
-  std::condition_variable freed_;
-  int in_flight_ = 0;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar freed_;
+  int in_flight_ GUARDED_BY(mu_) = 0;
 };
 
 class Syncer {
@@ -170,12 +169,14 @@ class Syncer {
       // In the order of the selection, as a run in order would list them.
       std::map<std::string, size_t> order;
       for (size_t i = 0; i < sel.snapshots.size(); ++i) order[DisplayName(sel.snapshots[i])] = i;
+      MutexLock lock(mu_);  // the lanes have ended: never contended
       std::stable_sort(report_.snapshots.begin(), report_.snapshots.end(),
                        [&](const SnapshotOutcome& a, const SnapshotOutcome& b) {
                          return order[a.name] < order[b.name];
                        });
     }
     if (options_.remove_vanished) CAIRN_RETURN_IF_ERROR(RemoveVanished(sel, dst_all_));
+    MutexLock lock(mu_);
     report_.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
     return report_;
   }
@@ -200,7 +201,7 @@ class Syncer {
           state->outcome == datastore::VerifyOutcome::kFailed) {
         return Resync(snap, to);
       }
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       report_.snapshots.push_back({DisplayName(snap), "present"});
       ++report_.present;
       return Status::Ok();
@@ -212,13 +213,13 @@ class Syncer {
   // there and that snapshot's chunks.
   GroupState& StateOf(const GroupRef& group, const std::vector<SnapshotRef>& dst_all) {
     std::string key = group.RelDir();
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     auto it = groups_.find(key);
     if (it != groups_.end()) return it->second;
     // One group is synced by one thread: its entry is this thread's
     // once made (a map's nodes stay put).
     GroupState& st = groups_[key];
-    lock.unlock();
+    lock.Unlock();
     for (const SnapshotRef& s : dst_all) {
       if (s.group == group && (!st.base || s.time > st.base->time)) st.base = s;
     }
@@ -283,7 +284,7 @@ class Syncer {
         } else {
           ++out.chunks_copied;
           out.raw_bytes += c.length;
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           copied_.insert(c.id);
         }
       }
@@ -295,7 +296,7 @@ class Syncer {
       group.base = to;
       group.known.clear();
       for (const ChunkRef& c : files->chunks) group.known.insert(c.id);
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++report_.copied;
     }
     out.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
@@ -343,18 +344,18 @@ class Syncer {
     }
     out.seconds = static_cast<double>(src_.env().NowMonotonicNanos() - start) / 1e9;
     Account(std::move(out));
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++report_.resynced;
     return Status::Ok();
   }
 
   bool CopiedBefore(const crypto::Digest& id) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return copied_.count(id) > 0;
   }
 
   void Account(SnapshotOutcome out) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     options_.logger->Debug("{} {}: {} chunks copied ({:.1f} MiB stored), {} present", out.action,
                            out.name, out.chunks_copied, out.stored_bytes / 1048576.0,
                            out.chunks_skipped);
@@ -549,7 +550,7 @@ class Syncer {
         },
         [&](size_t i) { return uint64_t{todo[i].length} * 2; }, popts, &stats);
     CAIRN_RETURN_IF_ERROR(s);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     report_.peak_reads_in_flight =
         std::max(report_.peak_reads_in_flight, stats.peak_reads_in_flight);
     out->chunks_copied += copied;
@@ -593,6 +594,7 @@ class Syncer {
             "--remove-vanished: forgetting {} on {}", DisplayName(s), dst_.DisplayName())));
       }
       options_.logger->Info("{} {}", out.action, out.name);
+      MutexLock lock(mu_);
       report_.snapshots.push_back(std::move(out));
       ++report_.removed;
     }
@@ -613,10 +615,10 @@ class Syncer {
   bool parallel_ = false;              // groups run side by side
   std::atomic<bool> failed_{false};    // a group failed: the others stop
   ReadSlots slots_;
-  std::mutex mu_;
-  std::map<std::string, GroupState> groups_;  // GUARDED_BY(mu_) (insertion)
-  IdSet copied_;  // GUARDED_BY(mu_): chunks this run stored on DST (not towards a server)
-  SyncReport report_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, GroupState> groups_ GUARDED_BY(mu_);  // insertion
+  IdSet copied_ GUARDED_BY(mu_);  // chunks this run stored on DST (not towards a server)
+  SyncReport report_ GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <span>
 
 #include "base/io_error.h"
+#include "base/mutex.h"
 #include "blob/blob.h"
 #include "pipeline/fetch_pipeline.h"
 #include "restore/chunk_read.h"
@@ -61,7 +61,7 @@ class LedgerWriter {
                                                                : ChunkVerdict::kError;
     std::vector<LedgerEntry> full;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       pending_.push_back(LedgerEntry{id, time, verdict});
       const auto now = std::chrono::steady_clock::now();
       if (pending_.size() < kBatch && now - last_write_ < kInterval) return;
@@ -74,7 +74,7 @@ class LedgerWriter {
   void Flush() {
     std::vector<LedgerEntry> rest;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       rest.swap(pending_);
     }
     if (!rest.empty()) Write(rest);
@@ -96,10 +96,10 @@ class LedgerWriter {
 
   Ledger* ledger_;
   Logger& logger_;
-  std::mutex mu_;
-  std::vector<LedgerEntry> pending_;  // GUARDED_BY(mu_)
-  std::chrono::steady_clock::time_point last_write_ =
-      std::chrono::steady_clock::now();  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<LedgerEntry> pending_ GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point last_write_ GUARDED_BY(mu_) =
+      std::chrono::steady_clock::now();
   std::atomic<bool> warned_{false};
 };
 

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "base/env.h"
+#include "base/mutex.h"
 #include "crypto/crypt_config.h"
 #include "crypto/sha256.h"
 #include "datastore/datastore.h"
@@ -91,20 +91,20 @@ class Outcomes {
   void SetNotReached(size_t u) { state_[u] = kNotReached; }
   void SetOk(size_t u) { state_[u] = kOk; }
   void SetError(size_t u, Status s) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     state_[u] = kFailed;
     errors_[u] = std::move(s);
   }
   Status error(size_t u) const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = errors_.find(u);
     return it == errors_.end() ? Status::Ok() : it->second;
   }
 
  private:
   std::vector<uint8_t> state_;  // distinct elements per chunk: no lock needed
-  mutable std::mutex mu_;
-  std::unordered_map<size_t, Status> errors_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<size_t, Status> errors_ GUARDED_BY(mu_);
 };
 
 // Reads and checks the chunks `todo` (indexes into `unique`, which indexes

@@ -31,7 +31,7 @@ std::string NewRandomHex() {
 
 WebSessions::Created WebSessions::Create(const Token& token, int64_t now) {
   Created out{NewRandomHex(), NewRandomHex()};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ExpireLocked(now);
   while (!sessions_.empty() && sessions_.size() >= limits_.max_sessions) {
     auto oldest = sessions_.begin();
@@ -46,7 +46,7 @@ WebSessions::Created WebSessions::Create(const Token& token, int64_t now) {
 
 Result<WebSession> WebSessions::Find(std::string_view id, int64_t now) {
   if (!IsHex64(id)) return UnauthenticatedError("malformed session cookie");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = sessions_.find(IdKey(id));
   if (it == sessions_.end()) return UnauthenticatedError("no such session (logged out or expired)");
   WebSession& s = it->second;
@@ -59,17 +59,17 @@ Result<WebSession> WebSessions::Find(std::string_view id, int64_t now) {
 }
 
 void WebSessions::Remove(std::string_view id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sessions_.erase(IdKey(id));
 }
 
 void WebSessions::RemoveToken(std::string_view name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(sessions_, [&](const auto& kv) { return kv.second.token.name == name; });
 }
 
 size_t WebSessions::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return sessions_.size();
 }
 

@@ -21,11 +21,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "server/tokens.h"
 
@@ -70,10 +70,10 @@ class WebSessions {
   const WebSessionLimits& limits() const { return limits_; }
 
  private:
-  void ExpireLocked(int64_t now);
+  void ExpireLocked(int64_t now) REQUIRES(mu_);
   const WebSessionLimits limits_;
-  mutable std::mutex mu_;
-  std::map<std::string, WebSession> sessions_;  // SHA-256(id) hex → session; GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, WebSession> sessions_ GUARDED_BY(mu_);  // SHA-256(id) hex → session
 };
 
 // 32 random bytes as 64 lowercase hex digits.

@@ -15,6 +15,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/pipeline/fair_queue_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/concurrency_controller_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/fetch_pipeline_test.cc
+  ${PROJECT_SOURCE_DIR}/src/pipeline/fetch_pipeline_async_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/worker_group_test.cc
   ${PROJECT_SOURCE_DIR}/src/pipeline/stage_meter_test.cc
   ${PROJECT_SOURCE_DIR}/src/backup/backup_test.cc

@@ -175,34 +175,56 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
   popts.controller = &controller_;
   popts.feed = &feed;
   popts.stop = [&](size_t) { return stopping_.load(); };
+  // Item k claims its chunk in the cache (none: cached meanwhile, or
+  // another reader loads it) and is read into one of the cache's buffers
+  // (the pipeline's own live only as long as a run); false: nothing to read.
+  auto claim_and_take = [&](size_t k, ReadBuffer* out) {
+    const size_t pos = position(k);
+    std::optional<ChunkCache::Claim> claim = cache_.TryClaim(map_.Id(pos));
+    if (!claim.has_value()) {
+      out->Clear();
+      MutexLock lock(mu_);
+      ++stats_.skipped_chunks;
+      return false;
+    }
+    *out = cache_.buffers().Take(map_.Length(pos));
+    MutexLock lock(mu_);
+    claims_.emplace(k, std::move(*claim));
+    return true;
+  };
+  // A failed read travels to the CPU stage, which fails the claim with it
+  // (an asynchronous read's completion must not do that work).
+  std::unordered_map<size_t, Status> read_errors;  // GUARDED_BY(mu_)
+  auto note_read = [&](size_t k, Status read, ReadBuffer* out) {
+    if (read.ok()) return;
+    out->Clear();
+    MutexLock lock(mu_);
+    read_errors.emplace(k, std::move(read));
+  };
+  pipeline::AsyncFetchFn read_async =
+      restore::AsyncChunkReads(source_, [&](size_t k) { return map_.Id(position(k)); });
+  if (read_async) {
+    popts.fetch_async = [&](size_t k, ReadBuffer* out, pipeline::FetchDoneFn done) {
+      if (!claim_and_take(k, out)) return done(Status::Ok());
+      read_async(k, out, [&note_read, k, out, done = std::move(done)](Status read) {
+        note_read(k, std::move(read), out);
+        done(Status::Ok());
+      });
+    };
+  }
   pipeline::FetchPipelineStats ps;
   Status s = pipeline::RunFetchPipeline(
       kEndless,
       [&](size_t k, ReadBuffer* out) -> Status {
-        const size_t pos = position(k);
-        std::optional<ChunkCache::Claim> claim = cache_.TryClaim(map_.Id(pos));
-        if (!claim.has_value()) {
-          out->Clear();
-          MutexLock lock(mu_);
-          ++stats_.skipped_chunks;
-          return Status::Ok();
+        if (claim_and_take(k, out)) {
+          note_read(k, restore::ReadStoredChunk(source_, map_.Id(position(k)), out), out);
         }
-        // Into one of the cache's buffers (the pipeline's own live only as
-        // long as a run).
-        *out = cache_.buffers().Take(map_.Length(pos));
-        Status read = restore::ReadStoredChunk(source_, map_.Id(pos), out);
-        if (!read.ok()) {
-          claim->Fulfil(ContextFor(pos, read));
-          out->Clear();
-          return Status::Ok();
-        }
-        MutexLock lock(mu_);
-        claims_.emplace(k, std::move(*claim));
         return Status::Ok();
       },
       [&](size_t k, ReadBuffer& stored) -> Status {
         std::optional<ChunkCache::Claim> claim;
         size_t pos;
+        Status read;
         {
           MutexLock lock(mu_);
           auto it = claims_.find(k);
@@ -210,6 +232,14 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
           claim.emplace(std::move(it->second));
           claims_.erase(it);
           pos = queue_[k];
+          if (auto e = read_errors.find(k); e != read_errors.end()) {
+            read = std::move(e->second);
+            read_errors.erase(e);
+          }
+        }
+        if (!read.ok()) {
+          claim->Fulfil(ContextFor(pos, read));
+          return Status::Ok();
         }
         Result<DecodedChunk> decoded = Decode(pos, stored);
         if (!decoded.ok()) {

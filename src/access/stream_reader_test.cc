@@ -213,6 +213,35 @@ TEST_F(StreamReaderTest, ReadaheadOfACorruptChunkFailsOnlyItsReads) {
   EXPECT_EQ(source_.ReadsOf(index_.digest(30)), 1);
 }
 
+// A source that reads asynchronously (an object store) is read ahead on
+// the pipeline's asynchronous I/O stage: the same bytes, each chunk fetched
+// once, and a corrupt chunk still fails exactly its reads.
+TEST_F(StreamReaderTest, AnAsyncSourceIsReadAheadTheSame) {
+  source_.SetAsync();
+  source_.Corrupt(index_.digest(30));
+  ChunkCache cache({.capacity_bytes = 64u << 20});
+  auto r = Open(cache);
+  int failed = 0;
+  for (uint64_t off = 0; off < image_.size(); off += 64u << 10) {
+    Bytes got(std::min<uint64_t>(64u << 10, image_.size() - off));
+    Status s = r->Read(off, got);
+    if (!s.ok()) {
+      EXPECT_EQ(off / kChunk, 30u);
+      EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+      ++failed;
+    } else {
+      ASSERT_TRUE(Matches(off, got)) << off;
+    }
+  }
+  EXPECT_EQ(failed, static_cast<int>(kChunk / (64u << 10)));
+  EXPECT_GT(r->stats().readahead.queued_chunks, kCount / 2);
+  for (size_t i = 0; i < kCount; ++i) {
+    if (!zero_.count(i)) {
+      EXPECT_EQ(source_.ReadsOf(index_.digest(i)), 1) << "chunk " << i;
+    }
+  }
+}
+
 TEST_F(StreamReaderTest, ConcurrentReadersOfOneChunkFetchItOnce) {
   ChunkCache cache({.capacity_bytes = 64u << 20});
   auto r = Open(cache, false);

@@ -49,6 +49,16 @@ class TestSource final : public store::ChunkSource {
     if (corrupt_.count(id) != 0) out.back() ^= 0x01;
     return out;
   }
+  // Made asynchronous (SetAsync), each ReadIntoAsync completes on a thread
+  // of its own, as an object store's reads complete on its client's thread.
+  void SetAsync() { async_ = true; }
+  bool ReadsAsync() const override { return async_; }
+  void ReadIntoAsync(const store::ChunkId& id, ReadBuffer* out,
+                     std::function<void(Status)> done) override {
+    std::lock_guard lock(threads_mu_);
+    threads_.emplace_back([this, id, out, done = std::move(done)] { done(ReadInto(id, out)); });
+  }
+
   store::SourceTraits Traits() const override {
     store::SourceTraits t;
     t.medium = store::MediumKind::kMemory;
@@ -110,6 +120,9 @@ class TestSource final : public store::ChunkSource {
   int in_flight_ = 0;
   int peak_in_flight_ = 0;
   std::chrono::microseconds delay_{0};
+  std::atomic<bool> async_{false};
+  std::mutex threads_mu_;
+  std::vector<std::jthread> threads_;  // last: joined before the rest goes
 };
 
 }  // namespace cairn::access

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
+#include <memory>
 #include <thread>
 
 #include "pipeline/bounded_queue.h"
@@ -27,10 +29,13 @@ struct Fetched {
 // Admission control of the I/O stage: reads in flight and bytes reserved.
 class Gate {
  public:
-  Gate(size_t count, uint64_t max_bytes, int slack, ConcurrencyController& controller,
-       const SizeHintFn& size_hint, const std::function<bool(size_t)>& stop, ItemFeed* feed)
-      : count_(count), max_bytes_(max_bytes), slack_(slack), controller_(controller),
-        size_hint_(size_hint), stop_(stop), feed_(feed) {}
+  // `max_reads` caps the controller's limit (the asynchronous I/O stage has
+  // no threads that would).
+  Gate(size_t count, uint64_t max_bytes, int slack, int max_reads,
+       ConcurrencyController& controller, const SizeHintFn& size_hint,
+       const std::function<bool(size_t)>& stop, ItemFeed* feed)
+      : count_(count), max_bytes_(max_bytes), slack_(slack), max_reads_(max_reads),
+        controller_(controller), size_hint_(size_hint), stop_(stop), feed_(feed) {}
 
   // Blocks until the next item may start; false when there is none left,
   // the caller's stop said so, or the pipeline was cancelled.
@@ -82,15 +87,20 @@ class Gate {
     }
   }
 
-  // Wakes nobody: the thread that finished the read comes back to Admit
-  // and takes the slot itself. Handing it to a sleeping thread cost two
-  // context switches per chunk, and when the cores are busy the woken
-  // thread waits for one while the slot stays unused: with reads from the
-  // page cache, --jobs auto (64 threads, one read in flight) ran 10 %
-  // (verify) and 28 % (restore) slower than --jobs 1 (one thread).
-  void ReadDone() {
-    MutexLock lock(mu_);
-    --reads_;
+  // On the I/O threads (`wake` false) this wakes nobody: the thread that
+  // finished the read comes back to Admit and takes the slot itself.
+  // Handing it to a sleeping thread cost two context switches per chunk,
+  // and when the cores are busy the woken thread waits for one while the
+  // slot stays unused: with reads from the page cache, --jobs auto (64
+  // threads, one read in flight) ran 10 % (verify) and 28 % (restore)
+  // slower than --jobs 1 (one thread). An asynchronous read's completion
+  // (`wake` true) wakes the issuing thread, which may be waiting for it.
+  void ReadDone(bool wake) {
+    {
+      MutexLock lock(mu_);
+      --reads_;
+    }
+    if (wake) cv_.NotifyOne();
   }
 
   void Release(uint64_t bytes) {
@@ -119,7 +129,7 @@ class Gate {
   // True when the next item fits the read limit, the outstanding cap and
   // the byte budget. REQUIRES: next_ < count_.
   bool CanAdmitLocked() const REQUIRES(mu_) {
-    const int limit = controller_.limit();
+    const int limit = std::min(controller_.limit(), max_reads_);
     const uint64_t hint = size_hint_(next_);
     const bool fits = bytes_ == 0 || bytes_ + hint <= max_bytes_;
     // Items admitted but not yet processed: the reads in flight plus a
@@ -139,6 +149,7 @@ class Gate {
   size_t count_ GUARDED_BY(mu_);  // lowered by a stop
   const uint64_t max_bytes_;
   const int slack_;
+  const int max_reads_;
   ConcurrencyController& controller_;
   const SizeHintFn& size_hint_;
   const std::function<bool(size_t)>& stop_;
@@ -153,6 +164,85 @@ class Gate {
   uint64_t peak_bytes_ GUARDED_BY(mu_) = 0;
   bool cancelled_ GUARDED_BY(mu_) = false;
   bool stopped_ GUARDED_BY(mu_) = false;
+};
+
+// The end of one read, from either I/O stage: feeds the controller and
+// the meter and queues the item for the CPU stage.
+class ReadCompletion {
+ public:
+  ReadCompletion(Gate& gate, ConcurrencyController& controller, Progress* progress,
+                 BoundedQueue<Fetched>& queue)
+      : gate_(gate), controller_(controller), progress_(progress), meter_(MeterOf(progress)),
+        queue_(queue) {}
+
+  // The read of `index` (started at `start_ns`) ended with `read`. Returns
+  // its error, which fails the run; *queued says whether the queue took the
+  // item (false: the run is ending). `wake`: see Gate::ReadDone. Never
+  // blocks: the queue has room for every item admitted.
+  Status Complete(size_t index, uint64_t reserved, int64_t start_ns, Status read,
+                  ReadBuffer data, bool wake, bool* queued) {
+    *queued = false;
+    const int64_t end = NowNanos();
+    gate_.ReadDone(wake);
+    if (meter_ != nullptr) meter_->Add(Stage::kSourceReads, end - start_ns);
+    if (!read.ok()) {
+      gate_.Release(reserved);
+      return read;
+    }
+    const int limit_before = controller_.limit();
+    controller_.OnComplete(data.size(), end - start_ns, end);
+    const int limit_after = controller_.limit();
+    if (limit_after > limit_before) gate_.LimitRaised();
+    if (progress_ != nullptr) {
+      progress_->reads_limit.store(limit_after, std::memory_order_relaxed);
+    }
+    fetched_bytes_.fetch_add(data.size(), std::memory_order_relaxed);
+    *queued = queue_.Push(Fetched{index, reserved, std::move(data)});
+    return Status::Ok();
+  }
+
+  uint64_t fetched_bytes() const { return fetched_bytes_.load(); }
+
+ private:
+  Gate& gate_;
+  ConcurrencyController& controller_;
+  Progress* const progress_;
+  StageMeter* const meter_;
+  BoundedQueue<Fetched>& queue_;
+  std::atomic<uint64_t> fetched_bytes_{0};
+};
+
+// Asynchronous reads whose `done` has not run yet: the issuing thread
+// waits for the last before the run may end (its state lives on the stack).
+class PendingReads {
+ public:
+  void Add() {
+    MutexLock lock(mu_);
+    ++count_;
+  }
+  // The last thing a `done` does: after it the run may end. Notifies under
+  // the lock: the waiter's stack (this object) may go once it is released.
+  void Done() {
+    MutexLock lock(mu_);
+    if (--count_ == 0) cv_.NotifyAll();
+  }
+  void WaitNone() {
+    MutexLock lock(mu_);
+    while (count_ != 0) cv_.Wait(mu_);
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  int count_ GUARDED_BY(mu_) = 0;
+};
+
+// One asynchronous read: the buffer it fills lives here until its `done`.
+struct AsyncRead {
+  size_t index;
+  uint64_t reserved;
+  int64_t start_ns;
+  ReadBuffer data;
 };
 
 }  // namespace
@@ -183,14 +273,17 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
       options.cpu_workers > 0
           ? options.cpu_workers
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  // No more I/O threads than reads may ever be in flight: a pinned limit
-  // needs exactly that many.
-  const int max_reads = controller.adaptive() ? options.max_io_threads : controller.limit();
-  const int io_threads = static_cast<int>(
-      std::min<size_t>(count, static_cast<size_t>(std::max(1, max_reads))));
+  // No more reads in flight (blocking: I/O threads) than may ever be: a
+  // pinned limit needs exactly that many.
+  const int max_reads = static_cast<int>(std::min<size_t>(
+      count,
+      static_cast<size_t>(std::max(
+          1, controller.adaptive() ? options.max_io_threads : controller.limit()))));
+  const bool async = static_cast<bool>(options.fetch_async);
+  const int io_threads = async ? 1 : max_reads;
 
-  Gate gate(count, options.max_bytes_in_flight, 2 * cpu_workers, controller, size_hint,
-            options.stop, options.feed);
+  Gate gate(count, options.max_bytes_in_flight, 2 * cpu_workers, async ? max_reads : INT_MAX,
+            controller, size_hint, options.stop, options.feed);
   if (options.feed != nullptr) options.feed->SetWaker([&gate] { gate.LimitRaised(); });
   struct Unhook {
     ItemFeed* feed;
@@ -199,13 +292,14 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
     }
   } unhook{options.feed};
   // The byte budget bounds what the queue holds; its capacity only needs to
-  // never be the tighter limit.
-  BoundedQueue<Fetched> queue(static_cast<size_t>(io_threads) + 1024);
+  // never be the tighter limit (and an asynchronous read's `done` must
+  // never wait for room: items admitted are at most max_reads + slack).
+  BoundedQueue<Fetched> queue(static_cast<size_t>(max_reads + 2 * cpu_workers) + 1024);
   std::atomic<int> io_alive{io_threads};
-  std::atomic<uint64_t> fetched_bytes{0};
   std::atomic<uint64_t> items{0};
-  ReadBufferPool pool(static_cast<size_t>(io_threads + cpu_workers) * 2);
-  StageMeter* const meter = MeterOf(options.progress);
+  ReadBufferPool pool(static_cast<size_t>(max_reads + cpu_workers) * 2);
+  ReadCompletion completion(gate, controller, options.progress, queue);
+  PendingReads pending;
   WorkerGroup group([&] {
     gate.Cancel();
     queue.Cancel();
@@ -221,32 +315,37 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
     } close_when_last{io_alive, queue};
     size_t index;
     uint64_t reserved;
+    if (async) {
+      // Issues every read and returns when the last one's `done` has run.
+      while (gate.Admit(&index, &reserved)) {
+        auto read = std::make_shared<AsyncRead>(AsyncRead{index, reserved, NowNanos(), pool.Take()});
+        pending.Add();
+        options.fetch_async(index, &read->data, [&, read](Status s) {
+          bool queued;
+          Status r = completion.Complete(read->index, read->reserved, read->start_ns,
+                                         std::move(s), std::move(read->data), true, &queued);
+          if (!r.ok()) group.Fail(std::move(r));
+          pending.Done();
+        });
+      }
+      pending.WaitNone();
+      return Status::Ok();
+    }
     while (gate.Admit(&index, &reserved)) {
       ReadBuffer data = pool.Take();
-      int64_t start = NowNanos();
+      const int64_t start = NowNanos();
       Status s = fetch(index, &data);
-      int64_t end = NowNanos();
-      gate.ReadDone();
-      if (meter != nullptr) meter->Add(Stage::kSourceReads, end - start);
-      if (!s.ok()) {
-        gate.Release(reserved);
-        return s;
-      }
-      const int limit_before = controller.limit();
-      controller.OnComplete(data.size(), end - start, end);
-      const int limit_after = controller.limit();
-      if (limit_after > limit_before) gate.LimitRaised();
-      if (options.progress != nullptr) {
-        options.progress->reads_limit.store(limit_after, std::memory_order_relaxed);
-      }
-      fetched_bytes.fetch_add(data.size(), std::memory_order_relaxed);
-      if (!queue.Push(Fetched{index, reserved, std::move(data)})) return Status::Ok();
+      bool queued;
+      CAIRN_RETURN_IF_ERROR(
+          completion.Complete(index, reserved, start, std::move(s), std::move(data), false, &queued));
+      if (!queued) return Status::Ok();
     }
     return Status::Ok();
   });
 
   controller.SetConsumers(cpu_workers);
   const bool report_waits = controller.adaptive() && options.feed == nullptr;
+  StageMeter* const meter = MeterOf(options.progress);
   group.Start(cpu_workers, [&](int) -> Status {
     // This worker's stage times count 1/cpu_workers each (stage_meter.h).
     Lanes lanes(cpu_workers);
@@ -273,7 +372,8 @@ Status RunFetchPipeline(size_t count, const FetchFn& fetch, const ProcessFn& pro
   if (stats != nullptr) {
     gate.FillStats(stats);
     stats->items = items.load();
-    stats->fetched_bytes = fetched_bytes.load();
+    stats->fetched_bytes = completion.fetched_bytes();
+    stats->io_threads = io_threads;
   }
   return result;
 }

@@ -1,10 +1,14 @@
 // FetchPipeline: the one chunk pipeline behind restore, verify, sync and
 // the readahead of mount and NBD: work items 0..count-1 flow through
 //
-//   I/O stage   a pool of I/O threads keeps up to controller->limit() calls
-//               of fetch(i) in flight (blocking reads: a local file, a
-//               network request, an object GET); items start in index order,
-//               so the caller orders its plan to suit the source;
+//   I/O stage   keeps up to controller->limit() reads in flight; items
+//               start in index order, so the caller orders its plan to suit
+//               the source. Two ways, by what the source's reads are:
+//               blocking reads (fetch(i): a local file, a network request)
+//               run on a pool of I/O threads, one read each; asynchronous
+//               reads (options.fetch_async: an object store's GET on its
+//               client's event loop) are issued by one thread, and the
+//               reads in flight are callbacks still to come, not threads;
 //   CPU stage   cpu_workers threads call process(i, bytes) (check, decode,
 //               write) in completion order.
 //
@@ -23,9 +27,10 @@
 // already started are fetched and processed, and the run returns Ok. A feed
 // (options.feed) lets items arrive during the run.
 //
-// Thread safety: RunFetchPipeline blocks the caller; fetch, process and
-// size_hint are called concurrently from pipeline threads and must be
-// thread-safe.
+// Thread safety: RunFetchPipeline blocks the caller; fetch, fetch_async,
+// process and size_hint are called concurrently from pipeline threads (and
+// fetch_async's `done` from the source's) and must be thread-safe. The run
+// returns only after every `done` of fetch_async has run.
 #pragma once
 
 #include <atomic>
@@ -71,6 +76,15 @@ class ItemFeed {
   std::function<void()> waker_ GUARDED_BY(mu_);
 };
 
+// Completion of an asynchronous fetch.
+using FetchDoneFn = std::function<void(Status)>;
+// Starts fetching item `index` into `out` (a recycled buffer, the fetch's
+// until `done` runs) and returns without waiting; `done` runs exactly once,
+// on any thread, possibly before this returns. `done` only hands the item
+// to the pipeline (it takes short locks, never blocks on the CPU stage), so
+// a source's event loop may call it.
+using AsyncFetchFn = std::function<void(size_t index, ReadBuffer* out, FetchDoneFn done)>;
+
 struct FetchPipelineOptions {
   int cpu_workers = 0;     // 0: one per core
   int max_io_threads = 64;  // upper bound of reads in flight
@@ -87,6 +101,10 @@ struct FetchPipelineOptions {
   // then only bounds them. Consumers' waits are not reported to the
   // controller (waiting for a reader is not waiting for reads).
   ItemFeed* feed = nullptr;
+  // Optional: fetch without waiting (see AsyncFetchFn). When set, it is
+  // used instead of `fetch`: one I/O thread issues the reads and
+  // max_io_threads bounds the reads in flight instead of the threads.
+  AsyncFetchFn fetch_async;
 };
 
 struct FetchPipelineStats {
@@ -95,6 +113,7 @@ struct FetchPipelineStats {
   uint64_t peak_bytes_in_flight = 0;
   int peak_reads_in_flight = 0;
   bool stopped = false;  // options.stop ended the run before its last item
+  int io_threads = 0;    // threads of the I/O stage (1 with fetch_async)
 };
 
 // Fetches item `index` into `out` (a recycled buffer: reuse its capacity).

@@ -92,6 +92,15 @@ void RemoteChunkSource::ReadAsync(const store::ChunkId& id, store::ReadCallback 
   Enqueue(std::move(p));
 }
 
+void RemoteChunkSource::ReadIntoAsync(const store::ChunkId& id, ReadBuffer* out,
+                                      std::function<void(Status)> done) {
+  Pending p;
+  p.id = id;
+  p.out = out;
+  p.done = [done = std::move(done)](Status s, ReadBuffer*) { done(std::move(s)); };
+  Enqueue(std::move(p));
+}
+
 void RemoteChunkSource::Enqueue(Pending pending) {
   {
     std::lock_guard lock(mu_);

@@ -49,11 +49,15 @@ class RemoteChunkSource : public store::ChunkSource {
                              int max_connections = kDefaultMaxConnections);
   ~RemoteChunkSource() override;
 
-  // All go through the batching queue: the pipelines' I/O threads call
-  // ReadInto, and what they ask at once becomes one batch.
+  // All go through the batching queue: what the pipeline asks at once
+  // (ReadIntoAsync, issued from its one I/O thread; ReadInto from a
+  // caller's thread) becomes one batch. `done` runs on a worker thread.
   Result<Bytes> Read(const store::ChunkId& id) override;
   Status ReadInto(const store::ChunkId& id, ReadBuffer* out) override;
   void ReadAsync(const store::ChunkId& id, store::ReadCallback done) override;
+  void ReadIntoAsync(const store::ChunkId& id, ReadBuffer* out,
+                     std::function<void(Status)> done) override;
+  bool ReadsAsync() const override { return true; }
   store::SourceTraits Traits() const override;
   bool InjectRequestLatency(int64_t latency_us, int64_t jitter_us) override;
   store::ConnectionSummary Connections() const override;

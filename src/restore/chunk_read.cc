@@ -14,6 +14,18 @@ Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, Rea
   return s;
 }
 
+pipeline::AsyncFetchFn AsyncChunkReads(store::ChunkSource& source,
+                                       std::function<crypto::Digest(size_t)> id_of) {
+  if (!source.ReadsAsync()) return {};
+  return [&source, id_of = std::move(id_of)](size_t k, ReadBuffer* out,
+                                             pipeline::FetchDoneFn done) {
+    source.ReadIntoAsync(id_of(k), out, [done = std::move(done)](Status s) {
+      if (s.code() == StatusCode::kNotFound) return done(DataLossError(std::string(s.message())));
+      done(std::move(s));
+    });
+  };
+}
+
 Result<ByteSpan> DecodeCheckedChunk(ByteSpan stored, const crypto::Digest& id,
                                     uint32_t length, ReadBuffer* scratch,
                                     const crypto::CryptConfig* crypt) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "base/read_buffer.h"
 #include "base/status.h"
@@ -43,6 +44,14 @@ Result<ByteSpan> DecodeCheckedChunk(ByteSpan stored, const crypto::Digest& id,
 // decode in `meter` (null: not timed).
 Result<ByteSpan> CheckFetchedChunk(ByteSpan stored, const crypto::Digest& id, uint32_t length,
                                    const crypto::CryptConfig* crypt, pipeline::StageMeter* meter);
+
+// ReadStoredChunk without waiting, for a fetch pipeline whose item k is
+// chunk id_of(k): the pipeline's options.fetch_async when `source` reads
+// asynchronously (an object store), empty otherwise (the pipeline then
+// reads on its I/O threads, with ReadStoredChunk). `source` and `id_of`
+// must outlive the pipeline run.
+pipeline::AsyncFetchFn AsyncChunkReads(store::ChunkSource& source,
+                                       std::function<crypto::Digest(size_t)> id_of);
 
 // The controller's options for reads of a source with `traits` under
 // --jobs `jobs` (0: adaptive). See the file comment.

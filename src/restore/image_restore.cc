@@ -97,6 +97,9 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
       }
     }
     std::vector<Bytes> slots(fetch_positions.size());
+    pipeline::FetchPipelineOptions popts = PipelineOptions(options, traits, controller);
+    popts.fetch_async =
+        AsyncChunkReads(source, [&](size_t k) { return idx.digest(fetch_positions[k]); });
     pipeline::FetchPipelineStats ps;
     CAIRN_RETURN_IF_ERROR(pipeline::RunFetchPipeline(
         fetch_positions.size(),
@@ -113,7 +116,7 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
           return Status::Ok();
         },
         [&](size_t k) { return uint64_t{idx.ChunkLength(fetch_positions[k])} * 2; },
-        PipelineOptions(options, traits, controller), &ps));
+        popts, &ps));
     RecordController(controller, ps, stats);
     for (size_t pos : fetch_positions) {
       stats->fetched_bytes += idx.ChunkLength(pos);
@@ -308,6 +311,7 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
   const store::SourceTraits traits = source.Traits();
   pipeline::ConcurrencyController controller(ReadConcurrency(traits, options.jobs));
   pipeline::FetchPipelineOptions popts = PipelineOptions(options, traits, controller);
+  popts.fetch_async = AsyncChunkReads(source, [&](size_t k) { return plan.items[k].id; });
   // A direct write blocks its worker until the device has the data: twice
   // as many workers as cores keep the cores busy meanwhile.
   const bool direct = std::any_of(open.begin(), open.end(), [](const OpenTarget& o) { return o.direct; });

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -21,8 +22,18 @@ using test_util::CodeOf;
 constexpr uint32_t kChunk = index::kMinChunkSize;  // 64 KiB
 
 // An in-memory ChunkSource. Thread-safe: restore may read concurrently.
+// Made asynchronous (SetAsync), each ReadIntoAsync completes on a thread of
+// its own, as an object store's reads complete on its client's thread.
 class MapSource : public store::ChunkSource {
  public:
+  void SetAsync() { async_ = true; }
+  bool ReadsAsync() const override { return async_; }
+  void ReadIntoAsync(const store::ChunkId& id, ReadBuffer* out,
+                     std::function<void(Status)> done) override {
+    std::lock_guard lock(threads_mu_);
+    threads_.emplace_back([this, id, out, done = std::move(done)] { done(ReadInto(id, out)); });
+  }
+
   Result<Bytes> Read(const store::ChunkId& id) override {
     std::lock_guard lock(mu_);
     ++reads_[id];
@@ -59,6 +70,9 @@ class MapSource : public store::ChunkSource {
   std::mutex mu_;
   std::map<store::ChunkId, Bytes> chunks_;
   std::map<store::ChunkId, int> reads_;
+  bool async_ = false;
+  std::mutex threads_mu_;
+  std::vector<std::jthread> threads_;  // last: joined before the rest goes
 };
 
 // Cuts `image` into chunks, stores each in `source` and returns the index.
@@ -181,6 +195,29 @@ TEST_F(ImageRestoreTest, NewFileIsByteIdenticalAndEachIdReadOnce) {
   EXPECT_EQ(source.ReadsOf(idx.digest(0)), 1);  // A is used three times, read once
   EXPECT_EQ(source.ReadsOf(index::ZeroChunkDigest(kChunk)), 0);  // zeros are never fetched
   EXPECT_EQ(DirEntries(), std::vector<std::string>{"restored.raw"});  // no .partial left
+}
+
+// A source that reads asynchronously goes through the pipeline's
+// asynchronous I/O stage: the same file, the same stream, and a missing
+// chunk is still DataLoss that names it.
+TEST_F(ImageRestoreTest, AsyncSourceRestoresTheSameAndMissingIsDataLoss) {
+  MapSource source;
+  source.SetAsync();
+  Bytes image = MakeImage();
+  index::FixedIndex idx = StoreImage(image, source);
+  std::string target = dir_.Join("restored.raw");
+  CAIRN_ASSERT_OK(Restore(idx, source, target));
+  EXPECT_EQ(test_util::ReadFileOrFail(target), image);
+  EXPECT_EQ(stats_.chunks_fetched, 4u);
+  EXPECT_EQ(source.ReadsOf(idx.digest(0)), 1);
+  std::string out = dir_.Join("stdout.raw");
+  CAIRN_ASSERT_OK(WithStdoutTo(out, [&] { return Restore(idx, source, "-"); }));
+  EXPECT_EQ(test_util::ReadFileOrFail(out), image);
+
+  source.Erase(idx.digest(2));
+  Status s = Restore(idx, source, dir_.Join("x.raw"));
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_NE(s.message().find(crypto::DigestHex(idx.digest(2))), std::string_view::npos);
 }
 
 TEST_F(ImageRestoreTest, EmptyImage) {

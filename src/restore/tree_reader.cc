@@ -174,6 +174,8 @@ Status TreeArchiveReader::ReadPayload(uint64_t offset, uint64_t size,
     pipeline::FetchPipelineOptions popts =
         ReadPipelineOptions(impl_->source.Traits(), 0, &impl_->controller);
     popts.max_bytes_in_flight = 2 * kPayloadWindowBytes;
+    popts.fetch_async =
+        AsyncChunkReads(impl_->source, [&](size_t k) { return idx.digest(fetch[k]); });
     pipeline::FetchPipelineStats ps;
     Status s = pipeline::RunFetchPipeline(
         fetch.size(),

@@ -441,6 +441,7 @@ Status TreeRestorer::RunBatch(const std::vector<Item>& items) {
   popts.cpu_workers = options_.cpu_workers;
   popts.max_bytes_in_flight = options_.max_bytes_in_flight;
   popts.progress = options_.progress;
+  popts.fetch_async = AsyncChunkReads(source_, [&](size_t k) { return items[k].id; });
   pipeline::FetchPipelineStats ps;
   return pipeline::RunFetchPipeline(
       items.size(),

@@ -58,6 +58,15 @@ void S3ChunkStore::ReadAsync(const store::ChunkId& id, store::ReadCallback done)
                           });
 }
 
+void S3ChunkStore::ReadIntoAsync(const store::ChunkId& id, ReadBuffer* out,
+                                 std::function<void(Status)> done) {
+  ReadAsync(id, [out, done = std::move(done)](Result<Bytes> data) {
+    if (!data.ok()) return done(data.status());
+    out->Adopt(std::move(*data));
+    done(Status::Ok());
+  });
+}
+
 store::SourceTraits S3ChunkStore::Traits() const {
   store::SourceTraits t;
   t.medium = store::MediumKind::kNetwork;

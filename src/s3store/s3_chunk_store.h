@@ -2,9 +2,10 @@
 // chunk at PREFIX/.chunks/XXX/<64-hex id> (XXX: the id's first three hex
 // digits, the local store's layout), over one S3Client.
 //
-// Reads: ReadAsync is a GET on the client's I/O thread, so the restore and
-// verify pipelines keep as many in flight as their controller asks (object
-// stores want 32–128; Traits() suggests 32 to start).
+// Reads: ReadAsync and ReadIntoAsync are a GET on the client's I/O thread
+// (ReadsAsync() is true), so the fetch pipeline keeps as many in flight as
+// its controller asks (object stores want 32–128; Traits() suggests 32 to
+// start) from one thread, not one parked thread per GET.
 //
 // Writes: Insert() queues a create-only PUT (If-None-Match: *, Content-MD5)
 // and returns; up to kMaxUploads run at once (Insert waits for a free
@@ -45,6 +46,10 @@ class S3ChunkStore final : public store::ChunkSource, public store::ChunkSink {
 
   Result<Bytes> Read(const store::ChunkId& id) override;
   void ReadAsync(const store::ChunkId& id, store::ReadCallback done) override;
+  // The GET's body is adopted into *out (no copy).
+  void ReadIntoAsync(const store::ChunkId& id, ReadBuffer* out,
+                     std::function<void(Status)> done) override;
+  bool ReadsAsync() const override { return true; }
   store::SourceTraits Traits() const override;
   Result<store::InsertResult> Insert(const store::ChunkId& id, ByteSpan stored) override;
   // An unconditional PUT, waited for (the server's verified uploads).

@@ -75,6 +75,23 @@ class ChunkSource {
   // REQUIRES: the source outlives every pending read.
   virtual void ReadAsync(const ChunkId& id, ReadCallback done) { done(Read(id)); }
 
+  // As ReadInto(), without waiting: `done` runs exactly once with how it
+  // went, possibly on this thread before ReadIntoAsync returns (the default
+  // reads here, blocking), or on the source's own thread. `*out` is the
+  // source's until `done` runs. `done` must not block.
+  // REQUIRES: the source outlives every pending read.
+  virtual void ReadIntoAsync(const ChunkId& id, ReadBuffer* out, std::function<void(Status)> done) {
+    done(ReadInto(id, out));
+  }
+
+  // True when ReadIntoAsync returns without waiting for the read (an object
+  // store's GET on its client's event loop): the fetch pipeline then keeps
+  // its reads in flight as pending callbacks issued from one thread, not as
+  // one parked thread each. False for sources whose reads block a thread (a
+  // local store, where a pool of threads doing blocking reads is right),
+  // and for wrappers that add blocking work to a read (InjectingSource).
+  virtual bool ReadsAsync() const { return false; }
+
   virtual SourceTraits Traits() const = 0;
 
   // A source whose reads travel in requests over a network (a cairn server)

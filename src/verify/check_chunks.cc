@@ -147,26 +147,39 @@ class ChunkChecker {
       };
     }
     auto use_of = [&](size_t k) -> const ChunkUse& { return uses_[unique_[stretch[k]]]; };
-    // Read errors, found on I/O threads, travel to the CPU stage with the item.
-    std::vector<uint8_t> read_failed(stretch.size(), 0);
+    // Read errors, found on I/O threads (or in an asynchronous read's
+    // completion, which must not block), travel to the CPU stage with the
+    // item and are recorded there: not fatal, the run goes on.
+    std::vector<Status> read_errors(stretch.size());
+    auto note_read = [&](size_t k, Status read, ReadBuffer* data) {
+      if (read.ok()) return;
+      read_errors[k] = std::move(read);
+      data->Clear();
+    };
+    if (source_.ReadsAsync()) {
+      popts.fetch_async = [&](size_t k, ReadBuffer* data, pipeline::FetchDoneFn done) {
+        source_.ReadIntoAsync(use_of(k).id, data,
+                              [&note_read, k, data, done = std::move(done)](Status read) {
+                                note_read(k, std::move(read), data);
+                                done(Status::Ok());
+                              });
+      };
+    }
     pipeline::FetchPipelineStats stats;
     Status s = pipeline::RunFetchPipeline(
         stretch.size(),
         [&](size_t k, ReadBuffer* data) -> Status {
-          const ChunkUse& use = use_of(k);
-          Status read = source_.ReadInto(use.id, data);
-          if (!read.ok()) {
-            read_failed[k] = 1;
-            out_->SetError(stretch[k], read);  // recorded, not fatal: the run goes on
-            ledger_.Add(use.id, now_unix_, read);
-            checked_.fetch_add(1, std::memory_order_relaxed);
-            data->Clear();
-          }
+          note_read(k, source_.ReadInto(use_of(k).id, data), data);
           return Status::Ok();
         },
         [&](size_t k, ReadBuffer& stored) -> Status {
-          if (read_failed[k]) return Status::Ok();
           const ChunkUse& use = use_of(k);
+          if (!read_errors[k].ok()) {
+            out_->SetError(stretch[k], read_errors[k]);
+            ledger_.Add(use.id, now_unix_, read_errors[k]);
+            checked_.fetch_add(1, std::memory_order_relaxed);
+            return Status::Ok();
+          }
           stored_bytes_.fetch_add(stored.size(), std::memory_order_relaxed);
           uint64_t raw = 0;
           const ArchiveCrypt& crypt = crypts_[use.archive];

@@ -10,14 +10,15 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "base/mutex.h"
 #include "base/read_buffer.h"
+#include "base/thread_annotations.h"
 
 namespace cairn::mount {
 namespace {
@@ -33,22 +34,22 @@ struct DirHandle;
 class OpenHandles {
  public:
   void Add(void* h) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     open_.insert(h);
   }
   // False when `h` was not open (never registered, or freed already).
   bool Remove(void* h) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return open_.erase(h) == 1;
   }
   std::unordered_set<void*> TakeAll() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return std::exchange(open_, {});
   }
 
  private:
-  std::mutex mu_;
-  std::unordered_set<void*> open_;
+  Mutex mu_;
+  std::unordered_set<void*> open_ GUARDED_BY(mu_);
 };
 
 struct Session {

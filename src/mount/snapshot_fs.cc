@@ -64,9 +64,11 @@ struct SnapshotFs::LoadedTree {
 struct SnapshotFs::Tree {
   datastore::SnapshotRef snap;
   index::ArchiveEntry archive;
-  std::mutex load_mu;                  // one load at a time
-  std::shared_ptr<LoadedTree> loaded;  // GUARDED_BY(SnapshotFs::mu_)
-  uint64_t last_use = 0;               // GUARDED_BY(SnapshotFs::mu_)
+  Mutex load_mu;                       // one load at a time
+  // Guarded by SnapshotFs::mu_ (a comment: clang cannot name the enclosing
+  // object's mutex from here).
+  std::shared_ptr<LoadedTree> loaded;
+  uint64_t last_use = 0;
 };
 
 // Held by an open file: its snapshot's shared lock stays while any is open.
@@ -166,7 +168,7 @@ Result<std::unique_ptr<SnapshotFs>> SnapshotFs::Open(const datastore::Datastore&
         "neither to mount every snapshot",
         scope));
   }
-  std::lock_guard lock(fs->mu_);
+  MutexLock lock(fs->mu_);
   fs->AddLocked(std::move(root));
   return fs;
 }
@@ -371,7 +373,7 @@ Attr SnapshotFs::VirtualAttrLocked(uint64_t ino) {
 
 void SnapshotFs::ReportOnce(const std::string& key, const Status& s) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!reported_.insert(key).second) return;
   }
   if (options_.logger != nullptr && s.code() != StatusCode::kDataLoss) {
@@ -382,7 +384,7 @@ void SnapshotFs::ReportOnce(const std::string& key, const Status& s) {
 Result<std::shared_ptr<SnapshotFs::LoadedTree>> SnapshotFs::LoadTree(uint32_t tree_id) {
   Tree* t;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (tree_id == 0 || tree_id > trees_.size()) return NotFoundError("no such tree");
     t = trees_[tree_id - 1].get();
     if (t->loaded) {
@@ -390,9 +392,9 @@ Result<std::shared_ptr<SnapshotFs::LoadedTree>> SnapshotFs::LoadTree(uint32_t tr
       return t->loaded;
     }
   }
-  std::lock_guard load(t->load_mu);
+  MutexLock load(t->load_mu);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (t->loaded) return t->loaded;
   }
   auto result = [&]() -> Result<std::shared_ptr<LoadedTree>> {
@@ -415,7 +417,7 @@ Result<std::shared_ptr<SnapshotFs::LoadedTree>> SnapshotFs::LoadTree(uint32_t tr
     ReportOnce(t->snap.ToString() + "/" + t->archive.name, result.status());
     return result.status();
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   t->loaded = *result;
   t->last_use = ++tree_clock_;
   tree_bytes_ += t->loaded->bytes;
@@ -482,7 +484,7 @@ Result<Attr> SnapshotFs::Lookup(uint64_t parent, std::string_view name) {
   uint64_t child = 0;
   uint32_t tree_id = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     VNode* n = NodeLocked(parent);
     if (n == nullptr) return NotFoundError("no such inode");
     if (n->kind == VKind::kTree) {
@@ -491,7 +493,7 @@ Result<Attr> SnapshotFs::Lookup(uint64_t parent, std::string_view name) {
       return NotADirectory(name);
     } else {
       CAIRN_RETURN_IF_ERROR(RefreshLocked(parent, false));
-      auto find = [&] {
+      auto find = [&]() REQUIRES(mu_) {
         const VNode* p = NodeLocked(parent);
         auto it = p->children.find(name);
         return it == p->children.end() ? uint64_t{0} : it->second;
@@ -513,7 +515,7 @@ Result<Attr> SnapshotFs::GetAttr(uint64_t ino) {
   if (IsTreeIno(ino)) return TreeAttr(static_cast<uint32_t>(ino >> 32), static_cast<uint32_t>(ino));
   uint32_t tree_id;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     VNode* n = NodeLocked(ino);
     if (n == nullptr) return NotFoundError("no such inode");
     if (n->kind != VKind::kTree) return VirtualAttrLocked(ino);
@@ -530,14 +532,14 @@ Result<std::vector<DirEntry>> SnapshotFs::ReadDir(uint64_t ino) {
   std::vector<DirEntry> out;
   uint32_t tree_id = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     VNode* n = NodeLocked(ino);
     if (n == nullptr) return NotFoundError("no such inode");
     tree_id = n->kind == VKind::kTree ? n->tree_id : 0;
   }
   if (tree_id != 0) return TreeReadDir(tree_id, 0);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     VNode* n = NodeLocked(ino);
     if (n->kind == VKind::kLatest || n->kind == VKind::kImage || n->kind == VKind::kBlob) {
       return NotADirectory("file");
@@ -555,7 +557,7 @@ Result<std::vector<DirEntry>> SnapshotFs::ReadDir(uint64_t ino) {
     auto a = GetAttr(child);
     if (!a.ok()) {
       // An archive that cannot be read (no key, damage) is still listed.
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       Attr v = VirtualAttrLocked(child);
       out.push_back(DirEntry{name, v});
       continue;
@@ -575,7 +577,7 @@ Result<std::string> SnapshotFs::ReadLink(uint64_t ino) {
     }
     return tree->view->LinkTarget(entry);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   VNode* n = NodeLocked(ino);
   if (n == nullptr) return NotFoundError("no such inode");
   if (n->kind != VKind::kLatest) return InvalidArgumentError("not a symlink");
@@ -607,7 +609,7 @@ Result<std::string> SnapshotFs::GetXattr(uint64_t ino, std::string_view name) {
 
 Result<std::unique_ptr<SnapshotFs::SnapshotPin>> SnapshotFs::Pin(const datastore::SnapshotRef& snap) {
   std::string key = snap.RelDir();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PinState& p = pins_[key];
   if (p.count == 0) {
     auto held = store_.LockSnapshotShared(snap);
@@ -624,7 +626,7 @@ Result<std::unique_ptr<SnapshotFs::SnapshotPin>> SnapshotFs::Pin(const datastore
 }
 
 void SnapshotFs::Unpin(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   --open_files_;
   auto it = pins_.find(key);
   if (it != pins_.end() && --it->second.count == 0) pins_.erase(it);
@@ -640,7 +642,7 @@ Result<std::unique_ptr<SnapshotFs::File>> SnapshotFs::OpenFile(uint64_t ino) {
     if (n.kind != tree::EntryKind::kFile) return InvalidArgumentError("not a regular file");
     datastore::SnapshotRef snap;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       snap = trees_[tree_id - 1]->snap;
     }
     CAIRN_ASSIGN_OR_RETURN(auto pin, Pin(snap));
@@ -649,7 +651,7 @@ Result<std::unique_ptr<SnapshotFs::File>> SnapshotFs::OpenFile(uint64_t ino) {
   }
   VNode node;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     VNode* n = NodeLocked(ino);
     if (n == nullptr) return NotFoundError("no such inode");
     if (n->kind != VKind::kImage && n->kind != VKind::kBlob) {
@@ -675,7 +677,7 @@ Result<std::unique_ptr<SnapshotFs::File>> SnapshotFs::OpenFile(uint64_t ino) {
   }
   std::shared_ptr<access::StreamReader> reader;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = images_.find(ino); it != images_.end()) reader = it->second;
   }
   if (!reader) {
@@ -684,7 +686,7 @@ Result<std::unique_ptr<SnapshotFs::File>> SnapshotFs::OpenFile(uint64_t ino) {
       ReportOnce(report_key, opened.status());
       return opened.status();
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto [it, fresh] = images_.emplace(ino, std::move(*opened));
     reader = it->second;
   }
@@ -692,7 +694,7 @@ Result<std::unique_ptr<SnapshotFs::File>> SnapshotFs::OpenFile(uint64_t ino) {
 }
 
 SnapshotFsStats SnapshotFs::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return SnapshotFsStats{trees_loaded_, tree_bytes_, open_files_};
 }
 

@@ -41,7 +41,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -51,6 +50,8 @@
 #include "access/archive_open.h"
 #include "access/tree_view.h"
 #include "base/logging.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "datastore/datastore.h"
 
 namespace cairn::mount {
@@ -151,13 +152,12 @@ class SnapshotFs {
 
   SnapshotFs(const datastore::Datastore& store, SnapshotFsOptions options);
 
-  // REQUIRES: mu_ held for the *Locked methods.
-  VNode* NodeLocked(uint64_t ino);
-  uint64_t AddLocked(VNode node);
-  uint64_t ChildLocked(uint64_t parent, const std::string& name, VNode node);
-  Status RefreshLocked(uint64_t ino, bool force);
-  Status ListSnapshotLocked(uint64_t ino);
-  Attr VirtualAttrLocked(uint64_t ino);
+  VNode* NodeLocked(uint64_t ino) REQUIRES(mu_);
+  uint64_t AddLocked(VNode node) REQUIRES(mu_);
+  uint64_t ChildLocked(uint64_t parent, const std::string& name, VNode node) REQUIRES(mu_);
+  Status RefreshLocked(uint64_t ino, bool force) REQUIRES(mu_);
+  Status ListSnapshotLocked(uint64_t ino) REQUIRES(mu_);
+  Attr VirtualAttrLocked(uint64_t ino) REQUIRES(mu_);
 
   Result<std::shared_ptr<LoadedTree>> LoadTree(uint32_t tree_id);
   Result<Attr> TreeAttr(uint32_t tree_id, uint32_t entry);
@@ -171,21 +171,21 @@ class SnapshotFs {
   const SnapshotFsOptions options_;
   const int64_t started_ns_;
 
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<VNode>> nodes_;  // GUARDED_BY(mu_): ino - 1
-  std::vector<std::unique_ptr<Tree>> trees_;   // GUARDED_BY(mu_): tree number - 1
-  uint64_t tree_bytes_ = 0;                    // GUARDED_BY(mu_)
-  uint64_t tree_clock_ = 0;                    // GUARDED_BY(mu_)
-  uint64_t trees_loaded_ = 0;                  // GUARDED_BY(mu_)
-  std::map<uint64_t, std::shared_ptr<access::StreamReader>> images_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<VNode>> nodes_ GUARDED_BY(mu_);  // ino - 1
+  std::vector<std::unique_ptr<Tree>> trees_ GUARDED_BY(mu_);   // tree number - 1
+  uint64_t tree_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t tree_clock_ GUARDED_BY(mu_) = 0;
+  uint64_t trees_loaded_ GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, std::shared_ptr<access::StreamReader>> images_ GUARDED_BY(mu_);
   struct PinState {
     int count = 0;
     std::unique_ptr<FileLock> lock;
   };
-  std::map<std::string, PinState> pins_;  // GUARDED_BY(mu_): by snapshot
-  std::set<std::string> reported_;        // GUARDED_BY(mu_)
-  uint64_t open_files_ = 0;               // GUARDED_BY(mu_)
-  int64_t store_refreshed_ns_ = 0;        // GUARDED_BY(mu_): when Refresh() last ran
+  std::map<std::string, PinState> pins_ GUARDED_BY(mu_);  // by snapshot
+  std::set<std::string> reported_ GUARDED_BY(mu_);
+  uint64_t open_files_ GUARDED_BY(mu_) = 0;
+  int64_t store_refreshed_ns_ GUARDED_BY(mu_) = 0;  // when Refresh() last ran
 };
 
 }  // namespace cairn::mount

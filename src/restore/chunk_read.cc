@@ -8,10 +8,19 @@
 
 namespace cairn::restore {
 
-Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, ReadBuffer* out) {
-  Status s = source.ReadInto(id, out);
+namespace {
+
+// A chunk that an index lists and the store lacks is lost data (exit 3),
+// whichever way it was read.
+Status MissingIsDataLoss(Status s) {
   if (s.code() == StatusCode::kNotFound) return DataLossError(std::string(s.message()));
   return s;
+}
+
+}  // namespace
+
+Status ReadStoredChunk(store::ChunkSource& source, const crypto::Digest& id, ReadBuffer* out) {
+  return MissingIsDataLoss(source.ReadInto(id, out));
 }
 
 pipeline::AsyncFetchFn AsyncChunkReads(store::ChunkSource& source,
@@ -20,8 +29,7 @@ pipeline::AsyncFetchFn AsyncChunkReads(store::ChunkSource& source,
   return [&source, id_of = std::move(id_of)](size_t k, ReadBuffer* out,
                                              pipeline::FetchDoneFn done) {
     source.ReadIntoAsync(id_of(k), out, [done = std::move(done)](Status s) {
-      if (s.code() == StatusCode::kNotFound) return done(DataLossError(std::string(s.message())));
-      done(std::move(s));
+      done(MissingIsDataLoss(std::move(s)));
     });
   };
 }

@@ -22,7 +22,7 @@ set(CAIRN_CONCURRENCY_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/src/backup/chunk_writer_test.cc
   ${PROJECT_SOURCE_DIR}/src/backup/image_backup_test.cc
   ${PROJECT_SOURCE_DIR}/src/backup/tree_backup_test.cc
-  ${PROJECT_SOURCE_DIR}/src/restore/chunk_read_test.cc
+  ${PROJECT_SOURCE_DIR}/src/chunkio/chunk_read_test.cc
   ${PROJECT_SOURCE_DIR}/src/restore/image_restore_test.cc
   ${PROJECT_SOURCE_DIR}/src/restore/tree_restore_test.cc
   ${PROJECT_SOURCE_DIR}/src/verify/ledger_test.cc

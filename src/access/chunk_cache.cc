@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "restore/chunk_read.h"
+#include "chunkio/chunk_read.h"
 
 namespace cairn::access {
 
@@ -56,13 +56,13 @@ Result<DecodedChunk> LoadChunk(store::ChunkSource& source, const crypto::Digest&
   auto give_back = [&](ReadBuffer& b) {
     if (pool != nullptr) pool->Give(std::move(b));
   };
-  Status read = restore::ReadStoredChunk(source, id, &stored);
+  Status read = chunkio::ReadStoredChunk(source, id, &stored);
   if (!read.ok()) {
     give_back(stored);
     give_back(scratch);
     return read;
   }
-  auto plain = restore::DecodeCheckedChunk(stored, id, length, &scratch, crypt);
+  auto plain = chunkio::DecodeCheckedChunk(stored, id, length, &scratch, crypt);
   if (!plain.ok()) {
     give_back(stored);
     give_back(scratch);

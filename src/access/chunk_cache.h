@@ -69,7 +69,7 @@ class ChunkBufferPool {
 };
 
 // Reads the stored bytes of `id` from `source` and decodes and checks them
-// (restore/chunk_read.h: CRC, decryption with `crypt`, decompression, id,
+// (chunkio/chunk_read.h: CRC, decryption with `crypt`, decompression, id,
 // `length`), keeping whichever buffer holds the plaintext (no copy).
 // Buffers come from `pool` when given, and the one not kept goes back.
 Result<DecodedChunk> LoadChunk(store::ChunkSource& source, const crypto::Digest& id,

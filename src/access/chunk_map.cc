@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "restore/tree_reader.h"
+#include "chunkio/tree_reader.h"
 
 namespace cairn::access {
 namespace {
@@ -40,7 +40,7 @@ class ImageMap : public ChunkMap {
 class PayloadMap : public ChunkMap {
  public:
   PayloadMap(index::DynamicIndex idx, const crypto::CryptConfig* crypt)
-      : idx_(std::move(idx)), zero_(restore::FindZeroChunks(idx_, crypt)) {}
+      : idx_(std::move(idx)), zero_(chunkio::FindZeroChunks(idx_, crypt)) {}
   uint64_t size() const override { return idx_.size(); }
   size_t count() const override { return idx_.chunk_count(); }
   size_t Find(uint64_t offset) const override { return idx_.FindChunk(offset); }

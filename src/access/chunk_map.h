@@ -2,7 +2,7 @@
 // through: an image (fixed index: equal chunks, a short tail) or a tree's
 // payload stream (dynamic index: chunks cut by content). Zero chunks are
 // known by their id and never fetched (index::ZeroChunkDigest for images,
-// restore::FindZeroChunks for payload streams).
+// chunkio::FindZeroChunks for payload streams).
 //
 // Thread safety: const after construction; any thread.
 #pragma once

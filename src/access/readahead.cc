@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "pipeline/fetch_pipeline.h"
-#include "restore/chunk_read.h"
+#include "chunkio/chunk_read.h"
 
 namespace cairn::access {
 namespace {
@@ -136,7 +136,7 @@ void Readahead::Run(std::stop_token stop) {
 
 Result<DecodedChunk> Readahead::Decode(size_t pos, ReadBuffer& stored) {
   ReadBuffer scratch = cache_.buffers().Take(map_.Length(pos));
-  auto plain = restore::DecodeCheckedChunk(stored, map_.Id(pos), map_.Length(pos), &scratch, crypt_);
+  auto plain = chunkio::DecodeCheckedChunk(stored, map_.Id(pos), map_.Length(pos), &scratch, crypt_);
   if (!plain.ok()) {
     cache_.buffers().Give(std::move(scratch));
     return plain.status();
@@ -202,7 +202,7 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
     read_errors.emplace(k, std::move(read));
   };
   pipeline::AsyncFetchFn read_async =
-      restore::AsyncChunkReads(source_, [&](size_t k) { return map_.Id(position(k)); });
+      chunkio::AsyncChunkReads(source_, [&](size_t k) { return map_.Id(position(k)); });
   if (read_async) {
     popts.fetch_async = [&](size_t k, ReadBuffer* out, pipeline::FetchDoneFn done) {
       if (!claim_and_take(k, out)) return done(Status::Ok());
@@ -217,7 +217,7 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
       kEndless,
       [&](size_t k, ReadBuffer* out) -> Status {
         if (claim_and_take(k, out)) {
-          note_read(k, restore::ReadStoredChunk(source_, map_.Id(position(k)), out), out);
+          note_read(k, chunkio::ReadStoredChunk(source_, map_.Id(position(k)), out), out);
         }
         return Status::Ok();
       },

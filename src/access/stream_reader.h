@@ -5,7 +5,7 @@
 //
 // A read copies the bytes it wants out of each chunk it touches: zero
 // chunks are zeros without any fetch; other chunks come from the cache,
-// which loads (reads, decodes and checks; restore/chunk_read.h) a chunk
+// which loads (reads, decodes and checks; chunkio/chunk_read.h) a chunk
 // once however many readers want it. A chunk that cannot be read or fails
 // its checks fails exactly the reads that touch it (DataLoss, reported
 // once by the cache); the rest of the archive stays readable.

@@ -17,7 +17,7 @@ size_t DepthOf(std::string_view path) {
 
 }  // namespace
 
-Result<std::unique_ptr<TreeView>> TreeView::Load(restore::TreeArchiveReader& reader) {
+Result<std::unique_ptr<TreeView>> TreeView::Load(chunkio::TreeArchiveReader& reader) {
   auto view = std::unique_ptr<TreeView>(new TreeView());
   reader.Restart();
   std::vector<uint32_t> open_dirs;  // by depth

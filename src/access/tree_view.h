@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "restore/tree_reader.h"
+#include "chunkio/tree_reader.h"
 #include "tree/tree_format.h"
 
 namespace cairn::access {
@@ -53,7 +53,7 @@ class TreeView {
  public:
   // Reads the whole metadata stream from its start. DataLoss on a damaged
   // metadata chunk or stream; ResourceExhausted past 2^32 - 1 entries.
-  static Result<std::unique_ptr<TreeView>> Load(restore::TreeArchiveReader& reader);
+  static Result<std::unique_ptr<TreeView>> Load(chunkio::TreeArchiveReader& reader);
 
   uint32_t size() const { return static_cast<uint32_t>(nodes_.size()); }
   // Entry `i`; a hardlink's number gives its file. REQUIRES: i < size().

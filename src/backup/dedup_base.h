@@ -37,6 +37,7 @@ class DedupBase {
                                        Result<index::Manifest> manifest, Logger& log);
 
   const datastore::SnapshotRef& snapshot() const { return snapshot_; }
+  const index::Manifest& manifest() const { return manifest_; }
 
   // Archive `name` of `kind` in the base, or null.
   const index::ArchiveEntry* Find(const std::string& name, index::ArchiveKind kind) const;

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "backup/chunk_writer.h"
-#include "blob/blob.h"
+#include "chunkio/tree_reader.h"
 #include "index/chunker.h"
 #include "pipeline/bounded_queue.h"
 #include "pipeline/buffer_pool.h"
@@ -38,8 +38,10 @@ constexpr size_t kWalkQueue = 256;
 int64_t Nanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
 
 // The previous snapshot's archive of the same name: its metadata stream,
-// read entry by entry in step with the walk (both are in pre-order), and
-// its payload index, whose chunks unchanged files reuse.
+// read entry by entry in step with the walk (both are in pre-order) by the
+// one tree archive reader (chunkio/tree_reader.h: windows of metadata
+// chunks on the fetch pipeline), and its payload index, whose chunks
+// unchanged files reuse.
 class PreviousTree {
  public:
   static std::unique_ptr<PreviousTree> Open(const datastore::Datastore& store,
@@ -47,28 +49,33 @@ class PreviousTree {
                                             Logger& log) {
     const index::ArchiveEntry* entry = base.Find(name, index::ArchiveKind::kTree);
     if (entry == nullptr) return nullptr;
-    auto indexes = store.ReadTreeIndexes(base.snapshot(), *entry);
+    auto crypt = store.CryptFor(base.manifest());
+    auto indexes = crypt.ok() ? store.ReadTreeIndexes(base.snapshot(), *entry)
+                              : Result<datastore::Datastore::TreeIndexes>(crypt.status());
     if (!indexes.ok()) {
       log.Warn("cannot use {} of {} as base: {}", name, base.snapshot().ToString(),
                indexes.status().ToString());
       return nullptr;
     }
-    return std::unique_ptr<PreviousTree>(
-        new PreviousTree(store, base.snapshot(), std::move(*indexes), log));
+    return std::unique_ptr<PreviousTree>(new PreviousTree(
+        chunkio::TreeArchiveReader::FromIndexes(
+            store.source(), std::move(*indexes), *crypt,
+            fmt::format("archive {} of {}", name, base.snapshot().ToString())),
+        log));
   }
 
-  const index::DynamicIndex& data() const { return indexes_.data; }
-  const index::DynamicIndex& meta() const { return indexes_.meta; }
+  const index::DynamicIndex& data() const { return reader_->data_index(); }
+  const index::DynamicIndex& meta() const { return reader_->meta_index(); }
 
   // The previous regular-file entry at `path`, or null. Calls must come in
   // pre-order (the walk's order); the stream is read forward only.
   const Entry* Seek(std::string_view path) {
     while (!failed_) {
       if (!cur_) {
-        auto next = decoder_.Next();
+        auto next = reader_->Next();
         if (!next.ok()) {
-          log_.Warn("previous snapshot {}: {}; reading every remaining file again",
-                    snap_.ToString(), next.status().ToString());
+          log_.Warn("previous snapshot: {}; reading every remaining file again",
+                    next.status().ToString());
           failed_ = true;
           return nullptr;
         }
@@ -87,29 +94,11 @@ class PreviousTree {
   }
 
  private:
-  PreviousTree(const datastore::Datastore& store, datastore::SnapshotRef snap,
-               datastore::Datastore::TreeIndexes indexes, Logger& log)
-      : store_(store),
-        snap_(std::move(snap)),
-        indexes_(std::move(indexes)),
-        log_(log),
-        decoder_([this]() { return NextMetaPiece(); }, indexes_.data.size()) {}
+  PreviousTree(std::unique_ptr<chunkio::TreeArchiveReader> reader, Logger& log)
+      : reader_(std::move(reader)), log_(log) {}
 
-  Result<ByteSpan> NextMetaPiece() {
-    if (next_meta_ >= indexes_.meta.chunk_count()) return ByteSpan();
-    const crypto::Digest& id = indexes_.meta.digest(next_meta_++);
-    CAIRN_ASSIGN_OR_RETURN(Bytes stored, store_.source().Read(id));
-    CAIRN_ASSIGN_OR_RETURN(piece_, blob::DecodeChunk(stored, id, store_.key()));
-    return ByteSpan(piece_);
-  }
-
-  const datastore::Datastore& store_;
-  datastore::SnapshotRef snap_;
-  datastore::Datastore::TreeIndexes indexes_;
+  std::unique_ptr<chunkio::TreeArchiveReader> reader_;
   Logger& log_;
-  size_t next_meta_ = 0;
-  Bytes piece_;
-  tree::TreeDecoder decoder_;
   std::optional<Entry> cur_;
   bool failed_ = false;
 };

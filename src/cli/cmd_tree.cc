@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
-#include "restore/tree_reader.h"
+#include "chunkio/tree_reader.h"
 #include "tree/tree_path.h"
 
 namespace cairn::cli {
@@ -26,7 +26,7 @@ struct TreeArgs {
 };
 
 // Opens the tree archive named on the command line.
-Result<std::unique_ptr<restore::TreeArchiveReader>> OpenArchive(
+Result<std::unique_ptr<chunkio::TreeArchiveReader>> OpenArchive(
     Context& ctx, const TreeArgs& args, std::unique_ptr<datastore::Datastore>* store) {
   CAIRN_ASSIGN_OR_RETURN(*store, OpenRepoWithKey(ctx));
   CAIRN_ASSIGN_OR_RETURN(datastore::SnapshotSpec spec,
@@ -48,7 +48,7 @@ Result<std::unique_ptr<restore::TreeArchiveReader>> OpenArchive(
         "{} is {} archive; ls and cat read tree archives (restore it instead)", args.archive,
         entry->kind == index::ArchiveKind::kImage ? "an image" : "a blob"));
   }
-  return restore::TreeArchiveReader::Open(**store, (*store)->source(), snap, *entry);
+  return chunkio::TreeArchiveReader::Open(**store, (*store)->source(), snap, *entry);
 }
 
 // "drwxr-xr-x", as ls -l writes it ('h' for a hardlink, as GNU tar does).

@@ -398,7 +398,7 @@ Result<std::shared_ptr<SnapshotFs::LoadedTree>> SnapshotFs::LoadTree(uint32_t tr
     if (t->loaded) return t->loaded;
   }
   auto result = [&]() -> Result<std::shared_ptr<LoadedTree>> {
-    CAIRN_ASSIGN_OR_RETURN(auto reader, restore::TreeArchiveReader::Open(
+    CAIRN_ASSIGN_OR_RETURN(auto reader, chunkio::TreeArchiveReader::Open(
                                             store_, *options_.readers.source, t->snap, t->archive));
     auto loaded = std::make_shared<LoadedTree>();
     CAIRN_ASSIGN_OR_RETURN(loaded->view, access::TreeView::Load(*reader));

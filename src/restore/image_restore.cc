@@ -10,7 +10,7 @@
 #include "blob/blob.h"
 #include "crypto/sha256.h"
 #include "pipeline/fetch_pipeline.h"
-#include "restore/chunk_read.h"
+#include "chunkio/chunk_read.h"
 
 namespace cairn::restore {
 namespace {
@@ -49,7 +49,7 @@ pipeline::StageTimer TimeWrite(const ImageRestoreOptions& options) {
 pipeline::FetchPipelineOptions PipelineOptions(const ImageRestoreOptions& options,
                                                const store::SourceTraits& traits,
                                                pipeline::ConcurrencyController& controller) {
-  pipeline::FetchPipelineOptions p = ReadPipelineOptions(traits, options.jobs, &controller);
+  pipeline::FetchPipelineOptions p = chunkio::ReadPipelineOptions(traits, options.jobs, &controller);
   p.cpu_workers = options.cpu_workers;
   p.max_bytes_in_flight = options.max_bytes_in_flight;
   p.progress = options.progress;
@@ -80,7 +80,7 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
   const ZeroIds zero(idx, options.crypt);
   const Bytes zeros(idx.chunk_size(), 0);
   const store::SourceTraits traits = source.Traits();
-  pipeline::ConcurrencyController controller(ReadConcurrency(traits, options.jobs));
+  pipeline::ConcurrencyController controller(chunkio::ReadConcurrency(traits, options.jobs));
   const size_t window =
       std::max<size_t>(1, options.max_bytes_in_flight / std::max<uint32_t>(1, idx.chunk_size()));
   std::atomic<uint64_t> stored{0};
@@ -99,18 +99,18 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
     std::vector<Bytes> slots(fetch_positions.size());
     pipeline::FetchPipelineOptions popts = PipelineOptions(options, traits, controller);
     popts.fetch_async =
-        AsyncChunkReads(source, [&](size_t k) { return idx.digest(fetch_positions[k]); });
+        chunkio::AsyncChunkReads(source, [&](size_t k) { return idx.digest(fetch_positions[k]); });
     pipeline::FetchPipelineStats ps;
     CAIRN_RETURN_IF_ERROR(pipeline::RunFetchPipeline(
         fetch_positions.size(),
         [&](size_t k, ReadBuffer* out) {
-          return ReadStoredChunk(source, idx.digest(fetch_positions[k]), out);
+          return chunkio::ReadStoredChunk(source, idx.digest(fetch_positions[k]), out);
         },
         [&](size_t k, ReadBuffer& data) -> Status {
           size_t pos = fetch_positions[k];
           stored.fetch_add(data.size(), std::memory_order_relaxed);
           CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
-                                 CheckFetchedChunk(data, idx.digest(pos), idx.ChunkLength(pos),
+                                 chunkio::CheckFetchedChunk(data, idx.digest(pos), idx.ChunkLength(pos),
                                                    options.crypt, MeterOf(options)));
           slots[k].assign(plain.begin(), plain.end());
           return Status::Ok();
@@ -216,7 +216,7 @@ Status ScanTargets(Env& env, std::span<const ImageTarget> targets,
   StartPhase(options, "scan", total);
   // The target is local storage: start shallow, let the controller deepen.
   const store::SourceTraits target_traits{store::MediumKind::kFlash, 2, "the restore target"};
-  pipeline::ConcurrencyController controller(ReadConcurrency(target_traits, options.jobs));
+  pipeline::ConcurrencyController controller(chunkio::ReadConcurrency(target_traits, options.jobs));
   pipeline::FetchPipelineStats ps;
   Status s = pipeline::RunFetchPipeline(
       work.size(),
@@ -309,9 +309,9 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
   for (size_t t = 0; t < targets.size(); ++t) done_at[t] = env.NowMonotonicNanos();
 
   const store::SourceTraits traits = source.Traits();
-  pipeline::ConcurrencyController controller(ReadConcurrency(traits, options.jobs));
+  pipeline::ConcurrencyController controller(chunkio::ReadConcurrency(traits, options.jobs));
   pipeline::FetchPipelineOptions popts = PipelineOptions(options, traits, controller);
-  popts.fetch_async = AsyncChunkReads(source, [&](size_t k) { return plan.items[k].id; });
+  popts.fetch_async = chunkio::AsyncChunkReads(source, [&](size_t k) { return plan.items[k].id; });
   // A direct write blocks its worker until the device has the data: twice
   // as many workers as cores keep the cores busy meanwhile.
   const bool direct = std::any_of(open.begin(), open.end(), [](const OpenTarget& o) { return o.direct; });
@@ -321,11 +321,11 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
   pipeline::FetchPipelineStats ps;
   Status s = pipeline::RunFetchPipeline(
       plan.items.size(),
-      [&](size_t k, ReadBuffer* out) { return ReadStoredChunk(source, plan.items[k].id, out); },
+      [&](size_t k, ReadBuffer* out) { return chunkio::ReadStoredChunk(source, plan.items[k].id, out); },
       [&](size_t k, ReadBuffer& data) -> Status {
         const PlanItem& item = plan.items[k];
         stored[item.uses[0].target].fetch_add(data.size(), std::memory_order_relaxed);
-        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, CheckFetchedChunk(data, item.id, item.length,
+        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, chunkio::CheckFetchedChunk(data, item.id, item.length,
                                                                  options.crypt, MeterOf(options)));
         for (const Use& use : item.uses) {
           if (!options.rehearse) {

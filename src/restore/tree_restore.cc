@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "pipeline/fetch_pipeline.h"
-#include "restore/tree_reader.h"
+#include "chunkio/tree_reader.h"
 #include "tree/fs_meta.h"
 
 namespace cairn::restore {
@@ -160,11 +160,11 @@ struct Item {
 
 class TreeRestorer {
  public:
-  TreeRestorer(Env& env, TreeArchiveReader& reader, store::ChunkSource& source,
+  TreeRestorer(Env& env, chunkio::TreeArchiveReader& reader, store::ChunkSource& source,
                const TreeRestoreOptions& options, TreeRestoreStats* stats)
       : env_(env), reader_(reader), source_(source), options_(options), stats_(*stats),
         selector_(options.includes), as_root_(::geteuid() == 0),
-        controller_(ReadConcurrency(source.Traits(), options.jobs)) {}
+        controller_(chunkio::ReadConcurrency(source.Traits(), options.jobs)) {}
 
   // Restores into `root` (an open, empty directory; null when rehearsing).
   // Errors name the archive and the entry's path.
@@ -194,7 +194,7 @@ class TreeRestorer {
   }
 
   Env& env_;
-  TreeArchiveReader& reader_;
+  chunkio::TreeArchiveReader& reader_;
   store::ChunkSource& source_;
   const TreeRestoreOptions& options_;
   TreeRestoreStats& stats_;
@@ -437,19 +437,19 @@ Status TreeRestorer::FlushBatch() {
 Status TreeRestorer::RunBatch(const std::vector<Item>& items) {
   if (items.empty()) return Status::Ok();  // empty files and holes only
   pipeline::FetchPipelineOptions popts =
-      ReadPipelineOptions(source_.Traits(), options_.jobs, &controller_);
+      chunkio::ReadPipelineOptions(source_.Traits(), options_.jobs, &controller_);
   popts.cpu_workers = options_.cpu_workers;
   popts.max_bytes_in_flight = options_.max_bytes_in_flight;
   popts.progress = options_.progress;
-  popts.fetch_async = AsyncChunkReads(source_, [&](size_t k) { return items[k].id; });
+  popts.fetch_async = chunkio::AsyncChunkReads(source_, [&](size_t k) { return items[k].id; });
   pipeline::FetchPipelineStats ps;
   return pipeline::RunFetchPipeline(
       items.size(),
-      [&](size_t k, ReadBuffer* out) { return ReadStoredChunk(source_, items[k].id, out); },
+      [&](size_t k, ReadBuffer* out) { return chunkio::ReadStoredChunk(source_, items[k].id, out); },
       [&](size_t k, ReadBuffer& data) -> Status {
         const Item& item = items[k];
         pipeline::StageMeter* meter = pipeline::MeterOf(options_.progress);
-        auto plain = CheckFetchedChunk(data, item.id, item.length, reader_.crypt(), meter);
+        auto plain = chunkio::CheckFetchedChunk(data, item.id, item.length, reader_.crypt(), meter);
         if (!plain.ok()) {
           return plain.status().WithContext(
               fmt::format("file {}", batch_[item.uses[0].file].entry.path));
@@ -558,8 +558,8 @@ Result<TreeRestoreStats> RestoreTree(const datastore::Datastore& store, store::C
                                      const std::string& target_dir,
                                      const TreeRestoreOptions& options) {
   const int64_t start = store.env().NowMonotonicNanos();
-  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<TreeArchiveReader> reader,
-                         TreeArchiveReader::Open(store, source, snap, entry));
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<chunkio::TreeArchiveReader> reader,
+                         chunkio::TreeArchiveReader::Open(store, source, snap, entry));
   const std::string context = options.rehearse ? "rehearse" : "restore into " + target_dir;
   Env& env = options.env != nullptr ? *options.env : store.env();
   std::unique_ptr<Dir> root;

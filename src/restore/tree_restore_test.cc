@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -15,7 +16,7 @@
 #include "blob/blob.h"
 #include "datastore/snapshot_writer.h"
 #include "restore/restore.h"
-#include "restore/tree_reader.h"
+#include "chunkio/tree_reader.h"
 #include "tests/unit_test_util.h"
 #include "tree/tree_format.h"
 
@@ -39,8 +40,14 @@ class CountingSource final : public store::ChunkSource {
     {
       std::lock_guard lock(mu_);
       ++reads_[id];
+      max_in_flight_ = std::max(max_in_flight_, ++in_flight_);
     }
+    if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
     auto r = base_.Read(id);
+    {
+      std::lock_guard lock(mu_);
+      --in_flight_;
+    }
     if (r.ok() && corrupt_ && id == *corrupt_ && !r->empty()) r->back() ^= 0x40;
     return r;
   }
@@ -58,9 +65,19 @@ class CountingSource final : public store::ChunkSource {
     return n;
   }
   void Corrupt(const crypto::Digest& id) { corrupt_ = id; }
+  // Each read takes `ms` (as a network round trip would), so reads overlap
+  // when several are in flight.
+  void SetDelay(int ms) { delay_ms_ = ms; }
+  int MaxInFlight() const {
+    std::lock_guard lock(mu_);
+    return max_in_flight_;
+  }
 
  private:
   store::ChunkSource& base_;
+  int delay_ms_ = 0;
+  int in_flight_ = 0;
+  int max_in_flight_ = 0;
   mutable std::mutex mu_;
   std::map<crypto::Digest, int> reads_;
   std::optional<crypto::Digest> corrupt_;
@@ -643,7 +660,7 @@ TEST_F(TreeReaderTest, ListsFindsAndReadsRanges) {
       .Dir("a.b").File("a.b/big", big, 0644, true)
       .Hardlink("z", "a.b/big");
   Commit(spec);
-  auto reader = TreeArchiveReader::Open(*store_, *source_, snap_, entry_);
+  auto reader = chunkio::TreeArchiveReader::Open(*store_, *source_, snap_, entry_);
   CAIRN_ASSERT_OK(reader);
   std::vector<std::string> paths;
   while (true) {
@@ -678,6 +695,69 @@ TEST_F(TreeReaderTest, ListsFindsAndReadsRanges) {
   EXPECT_EQ(CodeOf((*reader)->ReadPayload(payload_.size() - 1, 2,
                                           [](ByteSpan) { return Status::Ok(); })),
             StatusCode::kOutOfRange);
+}
+
+// Many files with long names: a metadata stream of several kPiece chunks.
+TreeSpec ManyFiles(int files) {
+  TreeSpec spec;
+  spec.Dir("d");
+  for (int i = 0; i < files; ++i) {
+    spec.File(fmt::format("d/{:05}-{}", i, std::string(150, 'n')), B("x"));
+  }
+  return spec;
+}
+
+// The metadata stream is fetched on the fetch pipeline, several chunks in
+// flight, each once (one at a time, a remote source would cost a round
+// trip per chunk).
+TEST_F(TreeReaderTest, ReadsTheMetadataStreamWithReadsInFlight) {
+  Commit(ManyFiles(3000));
+  auto indexes = store_->ReadTreeIndexes(snap_, entry_);
+  CAIRN_ASSERT_OK(indexes);
+  const index::DynamicIndex& meta = indexes->meta;
+  ASSERT_GE(meta.chunk_count(), 6u);
+  source_->SetDelay(5);
+  auto reader = chunkio::TreeArchiveReader::Open(*store_, *source_, snap_, entry_);
+  CAIRN_ASSERT_OK(reader);
+  size_t entries = 0;
+  while (true) {
+    auto e = (*reader)->Next();
+    CAIRN_ASSERT_OK(e);
+    if (!e->has_value()) break;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 3002u);
+  EXPECT_GT(source_->MaxInFlight(), 1);
+  EXPECT_EQ((*reader)->metadata_fetches(), 1u);  // all of it fits one window
+  for (size_t i = 0; i < meta.chunk_count(); ++i) EXPECT_EQ(source_->ReadsOf(meta.digest(i)), 1);
+}
+
+// A damaged metadata chunk fails the stream where it is reached: the
+// entries before it still come out, and the error names that chunk.
+TEST_F(TreeReaderTest, EntriesBeforeADamagedMetadataChunkStillComeOut) {
+  Commit(ManyFiles(3000));
+  auto indexes = store_->ReadTreeIndexes(snap_, entry_);
+  CAIRN_ASSERT_OK(indexes);
+  ASSERT_GE(indexes->meta.chunk_count(), 6u);
+  source_->Corrupt(indexes->meta.digest(4));
+  auto reader = chunkio::TreeArchiveReader::Open(*store_, *source_, snap_, entry_);
+  CAIRN_ASSERT_OK(reader);
+  size_t entries = 0;
+  Status error;
+  while (true) {
+    auto e = (*reader)->Next();
+    if (!e.ok()) {
+      error = e.status();
+      break;
+    }
+    ASSERT_TRUE(e->has_value()) << "the stream ended without reaching the damage";
+    ++entries;
+  }
+  EXPECT_EQ(error.code(), StatusCode::kDataLoss);
+  EXPECT_NE(error.message().find("metadata chunk 4"), std::string::npos) << error.ToString();
+  EXPECT_NE(error.message().find("archive root.tree"), std::string::npos) << error.ToString();
+  // Chunks 0-3 hold roughly 4/N of the entries; all of those came out.
+  EXPECT_GT(entries, 3000u * 3 / indexes->meta.chunk_count());
 }
 
 TEST_F(TreeReaderTest, ComparesPathsComponentByComponent) {

@@ -6,7 +6,7 @@
 
 #include "index/manifest.h"
 #include "maintenance/snapshot_info.h"
-#include "restore/tree_reader.h"
+#include "chunkio/tree_reader.h"
 #include "server/api_request.h"
 #include "server/metrics.h"
 #include "tree/tree_path.h"
@@ -70,7 +70,7 @@ void Request::Tree() {
                                       "browse it with cairn ls and cairn cat on a client",
                                       snap->ToString()));
   }
-  auto reader = restore::TreeArchiveReader::Open(*store_, store_->source(), *snap, *entry);
+  auto reader = chunkio::TreeArchiveReader::Open(*store_, store_->source(), *snap, *entry);
   if (!reader.ok()) return SendStatus(reader.status());
   const std::string path = tree::NormalizeTreePath(Query("path"));
   if (Query("download") == "1") {

@@ -21,7 +21,7 @@
 #include "pipeline/fetch_pipeline.h"
 #include "pipeline/stage_meter.h"
 #include "pipeline/worker_group.h"
-#include "restore/chunk_read.h"
+#include "chunkio/chunk_read.h"
 #include "sync/sync_plan.h"
 
 namespace cairn::sync {
@@ -49,7 +49,7 @@ Status CheckArrived(ByteSpan stored, const ChunkRef& chunk, bool encrypted, Read
                                      encrypted ? "encrypted" : "not"));
   }
   if (encrypted) return Status::Ok();
-  return restore::DecodeCheckedChunk(stored, chunk.id, chunk.length, scratch, nullptr).status();
+  return chunkio::DecodeCheckedChunk(stored, chunk.id, chunk.length, scratch, nullptr).status();
 }
 
 // DST is a server: its sink knows only the current session's uploads, and
@@ -499,7 +499,7 @@ class Syncer {
           }
           {
             ReadSlots::Slot slot(slots_, controller_);
-            CAIRN_RETURN_IF_ERROR(restore::ReadStoredChunk(source_, todo[i].id, data));
+            CAIRN_RETURN_IF_ERROR(chunkio::ReadStoredChunk(source_, todo[i].id, data));
           }
           if (limiter_) limiter_->Acquire(data->size());
           return Status::Ok();
@@ -519,7 +519,7 @@ class Syncer {
           if (check.code() == StatusCode::kDataLoss && network) {
             // Bytes can be damaged on the way: judged only if a second read fails too.
             ReadBuffer again;
-            if (restore::ReadStoredChunk(source_, c.id, &again).ok() &&
+            if (chunkio::ReadStoredChunk(source_, c.id, &again).ok() &&
                 CheckArrived(again, c, encrypted, &scratch).ok()) {
               data.Adopt(again.Release());
               check = Status::Ok();

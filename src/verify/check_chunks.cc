@@ -12,7 +12,7 @@
 #include "base/mutex.h"
 #include "blob/blob.h"
 #include "pipeline/fetch_pipeline.h"
-#include "restore/chunk_read.h"
+#include "chunkio/chunk_read.h"
 #include "verify/ledger.h"
 #include "verify/verify_detail.h"
 
@@ -124,7 +124,7 @@ class ChunkChecker {
         now_unix_(now_unix),
         ledger_(ledger),
         out_(out),
-        controller_(restore::ReadConcurrency(source.Traits(), options.jobs)) {}
+        controller_(chunkio::ReadConcurrency(source.Traits(), options.jobs)) {}
 
   // Reads `stretch` in order. At `deadline_ns` (monotonic; 0: none) no
   // further chunk starts, except the first one of the run (`first`), the
@@ -132,7 +132,7 @@ class ChunkChecker {
   // reached stay kNotReached.
   Status Check(std::span<const uint32_t> stretch, int64_t deadline_ns, bool first) {
     pipeline::FetchPipelineOptions popts =
-        restore::ReadPipelineOptions(source_.Traits(), options_.jobs, &controller_);
+        chunkio::ReadPipelineOptions(source_.Traits(), options_.jobs, &controller_);
     popts.cpu_workers = options_.cpu_workers;
     popts.progress = options_.progress;
     // Chunks already started when the slice ends (or the task is

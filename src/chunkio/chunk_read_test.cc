@@ -1,11 +1,11 @@
-#include "restore/chunk_read.h"
+#include "chunkio/chunk_read.h"
 
 #include <gtest/gtest.h>
 
 #include "blob/blob.h"
 #include "tests/unit_test_util.h"
 
-namespace cairn::restore {
+namespace cairn::chunkio {
 namespace {
 
 // The one rule for reads in flight: the controller's ceiling is the
@@ -60,4 +60,4 @@ TEST(FetchCheckedTest, ChecksIdAndLength) {
 }
 
 }  // namespace
-}  // namespace cairn::restore
+}  // namespace cairn::chunkio

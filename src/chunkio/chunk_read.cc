@@ -1,4 +1,4 @@
-#include "restore/chunk_read.h"
+#include "chunkio/chunk_read.h"
 
 #include <string>
 
@@ -6,7 +6,7 @@
 
 #include "blob/blob.h"
 
-namespace cairn::restore {
+namespace cairn::chunkio {
 
 namespace {
 
@@ -69,4 +69,4 @@ pipeline::FetchPipelineOptions ReadPipelineOptions(const store::SourceTraits& tr
   return p;
 }
 
-}  // namespace cairn::restore
+}  // namespace cairn::chunkio

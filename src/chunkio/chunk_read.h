@@ -26,7 +26,7 @@
 #include "pipeline/stage_meter.h"
 #include "store/chunk_source.h"
 
-namespace cairn::restore {
+namespace cairn::chunkio {
 
 // Reads the stored bytes of `id` from `source`. A chunk an index needs but
 // the source lacks is damage: NotFound becomes DataLoss.
@@ -64,4 +64,4 @@ pipeline::ConcurrencyController::Options ReadConcurrency(const store::SourceTrai
 pipeline::FetchPipelineOptions ReadPipelineOptions(const store::SourceTraits& traits, int jobs,
                                                    pipeline::ConcurrencyController* controller);
 
-}  // namespace cairn::restore
+}  // namespace cairn::chunkio

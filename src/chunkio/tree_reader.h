@@ -1,9 +1,17 @@
 // TreeArchiveReader: reads one tree archive of a snapshot without restoring
-// it: the metadata stream entry by entry (fetching, checking and decoding
-// metadata chunks one at a time, so memory stays bounded however many
-// entries the tree has) and byte ranges of the payload stream (only the
-// chunks the range needs). `cairn ls` and `cairn cat` are built on it, and
-// tree restore uses it for the metadata pass.
+// it: the metadata stream entry by entry and byte ranges of the payload
+// stream (only the chunks the range needs). The one reader of tree
+// archives: `cairn ls` and `cat`, tree restore's metadata pass, a tree
+// backup's base (the previous snapshot's entries), the mount's and the
+// dashboard's trees.
+//
+// The metadata stream is fetched in windows of up to 16 MiB of plaintext on
+// the fetch pipeline (reads in flight under the source's rule, checked and
+// decoded on its workers), so a remote or object-store source costs one
+// round trip per window, not per chunk, and memory stays bounded however
+// many entries the tree has. A window with a damaged chunk is read again
+// one chunk at a time, so the entries before the damage still come out and
+// the error is the damaged chunk's, where the stream reaches it.
 //
 // All-zero payload chunks are recognised by their id, which is the SHA-256
 // of that many zero bytes, and never fetched. The zero id of a length costs
@@ -25,11 +33,11 @@
 #include <vector>
 
 #include "datastore/datastore.h"
-#include "restore/chunk_read.h"
+#include "chunkio/chunk_read.h"
 #include "store/chunk_source.h"
 #include "tree/tree_format.h"
 
-namespace cairn::restore {
+namespace cairn::chunkio {
 
 class TreeArchiveReader {
  public:
@@ -43,6 +51,15 @@ class TreeArchiveReader {
                                                          store::ChunkSource& source,
                                                          const datastore::SnapshotRef& snap,
                                                          const index::ArchiveEntry& entry);
+
+  // A reader of indexes already read, of an archive whose chunks `crypt`
+  // decodes (null: plain), e.g. for a backup whose base manifest is read
+  // already. `description` names the archive in errors.
+  // REQUIRES: source outlives the reader.
+  static std::unique_ptr<TreeArchiveReader> FromIndexes(store::ChunkSource& source,
+                                                        datastore::Datastore::TreeIndexes indexes,
+                                                        const crypto::CryptConfig* crypt,
+                                                        std::string description);
 
   // The next entry in stream order (root first), nullopt at the end.
   // DataLoss on a bad chunk or malformed stream, naming the archive.
@@ -72,6 +89,8 @@ class TreeArchiveReader {
   const index::DynamicIndex& data_index() const;
   // "archive root.tree of host/srv/2026-11-30T05:00:00Z", for messages.
   const std::string& description() const;
+  // Metadata windows fetched so far (each one pipeline run), for tests.
+  uint64_t metadata_fetches() const;
 
   ~TreeArchiveReader();
 
@@ -87,4 +106,4 @@ class TreeArchiveReader {
 std::vector<uint8_t> FindZeroChunks(const index::DynamicIndex& idx,
                                     const crypto::CryptConfig* crypt);
 
-}  // namespace cairn::restore
+}  // namespace cairn::chunkio

@@ -1,4 +1,4 @@
-#include "restore/tree_reader.h"
+#include "chunkio/tree_reader.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -10,11 +10,13 @@
 #include "index/fixed_index.h"
 #include "pipeline/fetch_pipeline.h"
 
-namespace cairn::restore {
+namespace cairn::chunkio {
 namespace {
 
 // Plaintext bytes of payload chunks one ReadPayload window holds at most.
 constexpr uint64_t kPayloadWindowBytes = uint64_t{64} << 20;
+// Plaintext bytes of metadata chunks fetched together for the entry stream.
+constexpr uint64_t kMetaWindowBytes = uint64_t{16} << 20;
 
 // The zero ids of the recurring chunk lengths of a payload index, each
 // computed when first asked for (see the file comment of the header).
@@ -71,22 +73,71 @@ struct TreeArchiveReader::Impl {
         controller(ReadConcurrency(source.Traits(), 0)),
         zero(crypt) {}
 
-  // The decoder's source: the next metadata chunk's plaintext, checked.
+  // The decoder's source: the next metadata chunk's plaintext, checked. The
+  // view lives until the next call.
   Result<ByteSpan> NextMetaChunk() {
     const index::DynamicIndex& meta = indexes.meta;
     if (meta_next >= meta.chunk_count()) return ByteSpan();
-    size_t i = meta_next++;
-    CAIRN_RETURN_IF_ERROR(ReadStoredChunk(source, meta.digest(i), &stored));
+    if (meta_next >= window_end && meta_next >= single_until) FetchMetaWindow();
+    const size_t i = meta_next++;
+    if (i < window_end) return ByteSpan(window[i - window_begin]);
+    // One at a time: a window that failed, read again up to its damage so
+    // that the entries before it still come out (and the error is this
+    // chunk's, in stream order).
+    if (Status read = ReadStoredChunk(source, meta.digest(i), &stored); !read.ok()) {
+      return read.WithContext(fmt::format("metadata chunk {}", i));
+    }
     auto plain =
         DecodeCheckedChunk(stored, meta.digest(i), meta.ChunkLength(i), &scratch, crypt);
-    if (!plain.ok()) {
-      return plain.status().WithContext(fmt::format("metadata chunk {}", i));
-    }
+    if (!plain.ok()) return plain.status().WithContext(fmt::format("metadata chunk {}", i));
     return *plain;
+  }
+
+  // Fetches the metadata chunks from meta_next on, up to kMetaWindowBytes of
+  // plaintext, on the fetch pipeline (several reads in flight, decoded on
+  // its workers) into `window`. When any of them fails, the window is left
+  // empty and its chunks are read one at a time instead (single_until).
+  void FetchMetaWindow() {
+    const index::DynamicIndex& meta = indexes.meta;
+    const size_t begin = meta_next;
+    size_t stop = begin;
+    uint64_t bytes = 0;
+    while (stop < meta.chunk_count() &&
+           (stop == begin || bytes + meta.ChunkLength(stop) <= kMetaWindowBytes)) {
+      bytes += meta.ChunkLength(stop++);
+    }
+    window.resize(stop - begin);
+    pipeline::FetchPipelineOptions popts = ReadPipelineOptions(source.Traits(), 0, &controller);
+    popts.max_bytes_in_flight = 2 * kMetaWindowBytes;
+    popts.fetch_async = AsyncChunkReads(source, [&](size_t k) { return meta.digest(begin + k); });
+    pipeline::FetchPipelineStats ps;
+    Status s = pipeline::RunFetchPipeline(
+        stop - begin,
+        [&](size_t k, ReadBuffer* out) { return ReadStoredChunk(source, meta.digest(begin + k), out); },
+        [&](size_t k, ReadBuffer& data) -> Status {
+          CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
+                                 CheckFetchedChunk(data, meta.digest(begin + k),
+                                                   meta.ChunkLength(begin + k), crypt,
+                                                   /*meter=*/nullptr));
+          window[k].assign(plain.begin(), plain.end());
+          return Status::Ok();
+        },
+        [&](size_t k) { return uint64_t{meta.ChunkLength(begin + k)} * 2; }, popts, &ps);
+    ++meta_windows;
+    if (s.ok()) {
+      window_begin = begin;
+      window_end = stop;
+    } else {
+      window.clear();
+      window_begin = window_end = begin;
+      single_until = stop;
+    }
   }
 
   void Restart() {
     meta_next = 0;
+    window.clear();
+    window_begin = window_end = single_until = 0;
     decoder = std::make_unique<tree::TreeDecoder>([this] { return NextMetaChunk(); },
                                                   indexes.data.size());
   }
@@ -95,12 +146,17 @@ struct TreeArchiveReader::Impl {
   datastore::Datastore::TreeIndexes indexes;
   std::string description;
   const crypto::CryptConfig* crypt;
-  pipeline::ConcurrencyController controller;  // payload reads: tuned across calls
+  pipeline::ConcurrencyController controller;  // reads of both streams: tuned across calls
   ZeroChunks zero;
   std::unique_ptr<tree::TreeDecoder> decoder;
-  size_t meta_next = 0;  // next metadata chunk to fetch
-  ReadBuffer stored;     // the current metadata chunk, as stored
-  ReadBuffer scratch;    // ... and decompressed
+  size_t meta_next = 0;  // next metadata chunk to hand the decoder
+  // Metadata chunks [window_begin, window_end), decoded, fetched together.
+  std::vector<Bytes> window;
+  size_t window_begin = 0, window_end = 0;
+  size_t single_until = 0;  // chunks before this one (after the window) are read singly
+  uint64_t meta_windows = 0;
+  ReadBuffer stored;   // a singly read metadata chunk, as stored
+  ReadBuffer scratch;  // ... and decompressed
 };
 
 TreeArchiveReader::TreeArchiveReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -118,9 +174,15 @@ Result<std::unique_ptr<TreeArchiveReader>> TreeArchiveReader::Open(
   CAIRN_ASSIGN_OR_RETURN(const crypto::CryptConfig* crypt, store.CryptFor(manifest));
   CAIRN_ASSIGN_OR_RETURN(datastore::Datastore::TreeIndexes indexes,
                          store.ReadTreeIndexes(snap, entry));
-  auto impl = std::make_unique<Impl>(
-      source, std::move(indexes), fmt::format("archive {} of {}", entry.name, snap.ToString()),
-      crypt);
+  return FromIndexes(source, std::move(indexes), crypt,
+                     fmt::format("archive {} of {}", entry.name, snap.ToString()));
+}
+
+std::unique_ptr<TreeArchiveReader> TreeArchiveReader::FromIndexes(
+    store::ChunkSource& source, datastore::Datastore::TreeIndexes indexes,
+    const crypto::CryptConfig* crypt, std::string description) {
+  auto impl =
+      std::make_unique<Impl>(source, std::move(indexes), std::move(description), crypt);
   impl->Restart();
   return std::unique_ptr<TreeArchiveReader>(new TreeArchiveReader(std::move(impl)));
 }
@@ -222,5 +284,6 @@ bool TreeArchiveReader::IsZeroChunk(size_t i) { return impl_->zero.IsZero(impl_-
 const index::DynamicIndex& TreeArchiveReader::meta_index() const { return impl_->indexes.meta; }
 const index::DynamicIndex& TreeArchiveReader::data_index() const { return impl_->indexes.data; }
 const std::string& TreeArchiveReader::description() const { return impl_->description; }
+uint64_t TreeArchiveReader::metadata_fetches() const { return impl_->meta_windows; }
 
-}  // namespace cairn::restore
+}  // namespace cairn::chunkio

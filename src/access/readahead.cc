@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <optional>
 
-#include "pipeline/fetch_pipeline.h"
 #include "chunkio/chunk_read.h"
+#include "pipeline/fetch_pipeline.h"
 
 namespace cairn::access {
 namespace {
@@ -136,7 +136,8 @@ void Readahead::Run(std::stop_token stop) {
 
 Result<DecodedChunk> Readahead::Decode(size_t pos, ReadBuffer& stored) {
   ReadBuffer scratch = cache_.buffers().Take(map_.Length(pos));
-  auto plain = chunkio::DecodeCheckedChunk(stored, map_.Id(pos), map_.Length(pos), &scratch, crypt_);
+  auto plain =
+      chunkio::DecodeCheckedChunk(stored, map_.Id(pos), map_.Length(pos), &scratch, crypt_);
   if (!plain.ok()) {
     cache_.buffers().Give(std::move(scratch));
     return plain.status();

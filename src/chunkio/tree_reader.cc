@@ -113,7 +113,9 @@ struct TreeArchiveReader::Impl {
     pipeline::FetchPipelineStats ps;
     Status s = pipeline::RunFetchPipeline(
         stop - begin,
-        [&](size_t k, ReadBuffer* out) { return ReadStoredChunk(source, meta.digest(begin + k), out); },
+        [&](size_t k, ReadBuffer* out) {
+          return ReadStoredChunk(source, meta.digest(begin + k), out);
+        },
         [&](size_t k, ReadBuffer& data) -> Status {
           CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
                                  CheckFetchedChunk(data, meta.digest(begin + k),

@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "datastore/datastore.h"
 #include "chunkio/chunk_read.h"
+#include "datastore/datastore.h"
 #include "store/chunk_source.h"
 #include "tree/tree_format.h"
 

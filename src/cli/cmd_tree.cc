@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "cli/cli_util.h"
 #include "chunkio/tree_reader.h"
+#include "cli/cli_util.h"
 #include "tree/tree_path.h"
 
 namespace cairn::cli {

@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include "blob/blob.h"
+#include "chunkio/chunk_read.h"
 #include "crypto/sha256.h"
 #include "pipeline/fetch_pipeline.h"
-#include "chunkio/chunk_read.h"
 
 namespace cairn::restore {
 namespace {
@@ -49,7 +49,8 @@ pipeline::StageTimer TimeWrite(const ImageRestoreOptions& options) {
 pipeline::FetchPipelineOptions PipelineOptions(const ImageRestoreOptions& options,
                                                const store::SourceTraits& traits,
                                                pipeline::ConcurrencyController& controller) {
-  pipeline::FetchPipelineOptions p = chunkio::ReadPipelineOptions(traits, options.jobs, &controller);
+  pipeline::FetchPipelineOptions p =
+      chunkio::ReadPipelineOptions(traits, options.jobs, &controller);
   p.cpu_workers = options.cpu_workers;
   p.max_bytes_in_flight = options.max_bytes_in_flight;
   p.progress = options.progress;
@@ -109,14 +110,13 @@ Status RestoreToStream(const index::FixedIndex& idx, store::ChunkSource& source,
         [&](size_t k, ReadBuffer& data) -> Status {
           size_t pos = fetch_positions[k];
           stored.fetch_add(data.size(), std::memory_order_relaxed);
-          CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
-                                 chunkio::CheckFetchedChunk(data, idx.digest(pos), idx.ChunkLength(pos),
-                                                   options.crypt, MeterOf(options)));
+          CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, chunkio::CheckFetchedChunk(
+                                                     data, idx.digest(pos), idx.ChunkLength(pos),
+                                                     options.crypt, MeterOf(options)));
           slots[k].assign(plain.begin(), plain.end());
           return Status::Ok();
         },
-        [&](size_t k) { return uint64_t{idx.ChunkLength(fetch_positions[k])} * 2; },
-        popts, &ps));
+        [&](size_t k) { return uint64_t{idx.ChunkLength(fetch_positions[k])} * 2; }, popts, &ps));
     RecordController(controller, ps, stats);
     for (size_t pos : fetch_positions) {
       stats->fetched_bytes += idx.ChunkLength(pos);
@@ -321,12 +321,15 @@ Status RunPlan(Env& env, std::span<const ImageTarget> targets, store::ChunkSourc
   pipeline::FetchPipelineStats ps;
   Status s = pipeline::RunFetchPipeline(
       plan.items.size(),
-      [&](size_t k, ReadBuffer* out) { return chunkio::ReadStoredChunk(source, plan.items[k].id, out); },
+      [&](size_t k, ReadBuffer* out) {
+        return chunkio::ReadStoredChunk(source, plan.items[k].id, out);
+      },
       [&](size_t k, ReadBuffer& data) -> Status {
         const PlanItem& item = plan.items[k];
         stored[item.uses[0].target].fetch_add(data.size(), std::memory_order_relaxed);
-        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain, chunkio::CheckFetchedChunk(data, item.id, item.length,
-                                                                 options.crypt, MeterOf(options)));
+        CAIRN_ASSIGN_OR_RETURN(ByteSpan plain,
+                               chunkio::CheckFetchedChunk(data, item.id, item.length, options.crypt,
+                                                          MeterOf(options)));
         for (const Use& use : item.uses) {
           if (!options.rehearse) {
             auto write = [&] {

@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "pipeline/fetch_pipeline.h"
 #include "chunkio/tree_reader.h"
+#include "pipeline/fetch_pipeline.h"
 #include "tree/fs_meta.h"
 
 namespace cairn::restore {
@@ -445,7 +445,9 @@ Status TreeRestorer::RunBatch(const std::vector<Item>& items) {
   pipeline::FetchPipelineStats ps;
   return pipeline::RunFetchPipeline(
       items.size(),
-      [&](size_t k, ReadBuffer* out) { return chunkio::ReadStoredChunk(source_, items[k].id, out); },
+      [&](size_t k, ReadBuffer* out) {
+        return chunkio::ReadStoredChunk(source_, items[k].id, out);
+      },
       [&](size_t k, ReadBuffer& data) -> Status {
         const Item& item = items[k];
         pipeline::StageMeter* meter = pipeline::MeterOf(options_.progress);

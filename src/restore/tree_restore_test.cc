@@ -14,9 +14,9 @@
 
 #include "base/fault_injection_env.h"
 #include "blob/blob.h"
+#include "chunkio/tree_reader.h"
 #include "datastore/snapshot_writer.h"
 #include "restore/restore.h"
-#include "chunkio/tree_reader.h"
 #include "tests/unit_test_util.h"
 #include "tree/tree_format.h"
 

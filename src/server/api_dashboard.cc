@@ -4,9 +4,9 @@
 // and the role and group ownership are checked here as ListSnapshots does.
 #include <ctime>
 
+#include "chunkio/tree_reader.h"
 #include "index/manifest.h"
 #include "maintenance/snapshot_info.h"
-#include "chunkio/tree_reader.h"
 #include "server/api_request.h"
 #include "server/metrics.h"
 #include "tree/tree_path.h"

@@ -15,13 +15,13 @@
 #include "base/mutex.h"
 #include "base/rate_limiter.h"
 #include "blob/blob.h"
+#include "chunkio/chunk_read.h"
 #include "datastore/snapshot_writer.h"
 #include "maintenance/prune.h"
 #include "pipeline/concurrency_controller.h"
 #include "pipeline/fetch_pipeline.h"
 #include "pipeline/stage_meter.h"
 #include "pipeline/worker_group.h"
-#include "chunkio/chunk_read.h"
 #include "sync/sync_plan.h"
 
 namespace cairn::sync {

@@ -11,8 +11,8 @@
 #include "base/io_error.h"
 #include "base/mutex.h"
 #include "blob/blob.h"
-#include "pipeline/fetch_pipeline.h"
 #include "chunkio/chunk_read.h"
+#include "pipeline/fetch_pipeline.h"
 #include "verify/ledger.h"
 #include "verify/verify_detail.h"
 

@@ -71,20 +71,28 @@ struct GroupState {
 // only one pipeline runs (a slot is always free).
 class ReadSlots {
  public:
+  // Waits for a free slot and takes it.
+  void Acquire(const pipeline::ConcurrencyController& controller) {
+    MutexLock lock(mu_);
+    while (in_flight_ >= controller.limit()) freed_.Wait(mu_);
+    ++in_flight_;
+  }
+  // Gives a slot back (short lock: a source's event loop may call it).
+  void Release() {
+    {
+      MutexLock lock(mu_);
+      --in_flight_;
+    }
+    freed_.NotifyOne();
+  }
+
+  // A slot held for a scope (a blocking read).
   class Slot {
    public:
     Slot(ReadSlots& slots, const pipeline::ConcurrencyController& controller) : slots_(slots) {
-      MutexLock lock(slots_.mu_);
-      while (slots_.in_flight_ >= controller.limit()) slots_.freed_.Wait(slots_.mu_);
-      ++slots_.in_flight_;
+      slots_.Acquire(controller);
     }
-    ~Slot() {
-      {
-        MutexLock lock(slots_.mu_);
-        --slots_.in_flight_;
-      }
-      slots_.freed_.NotifyOne();
-    }
+    ~Slot() { slots_.Release(); }
     Slot(const Slot&) = delete;
     Slot& operator=(const Slot&) = delete;
 
@@ -482,21 +490,44 @@ class Syncer {
     popts.max_io_threads = copts_.max;
     popts.cpu_workers = options_.cpu_workers;
     popts.progress = options_.progress;
+    // A chunk DST has is never fetched (a server is not asked: its sink
+    // knows this session's uploads only).
+    auto present_on_dst = [&](size_t i, ReadBuffer* data) -> Result<bool> {
+      if (dst_is_server_) return false;
+      CAIRN_ASSIGN_OR_RETURN(bool has, sink.Contains(todo[i].id));
+      if (has) {
+        present[i] = 1;
+        data->Clear();
+      }
+      return has;
+    };
+    // A source whose reads do not block (an object store, a server) is read
+    // without a pipeline thread per read, when DST's Contains is cheap
+    // enough to ask on the one thread that issues the reads (a path; a
+    // server is not asked). The rate limit then waits on the CPU workers,
+    // never on the source's event loop.
+    const bool async = source_.ReadsAsync() && (dst_is_server_ || dst_.remote() == nullptr);
+    if (async) {
+      pipeline::AsyncFetchFn read =
+          chunkio::AsyncChunkReads(source_, [&](size_t i) { return todo[i].id; });
+      popts.fetch_async = [&, read](size_t i, ReadBuffer* data, pipeline::FetchDoneFn done) {
+        if (Cancelled()) return done(CancelledError("sync cancelled"));
+        Result<bool> has = present_on_dst(i, data);
+        if (!has.ok() || *has) return done(has.status());
+        slots_.Acquire(controller_);
+        read(i, data, [this, done = std::move(done)](Status s) {
+          slots_.Release();
+          done(std::move(s));
+        });
+      };
+    }
     pipeline::FetchPipelineStats stats;
     Status s = pipeline::RunFetchPipeline(
         todo.size(),
         [&](size_t i, ReadBuffer* data) -> Status {
           if (Cancelled()) return CancelledError("sync cancelled");
-          // A chunk DST has is never fetched (a server is not asked: its
-          // sink knows this session's uploads only).
-          if (!dst_is_server_) {
-            CAIRN_ASSIGN_OR_RETURN(bool has, sink.Contains(todo[i].id));
-            if (has) {
-              present[i] = 1;
-              data->Clear();
-              return Status::Ok();
-            }
-          }
+          CAIRN_ASSIGN_OR_RETURN(bool has, present_on_dst(i, data));
+          if (has) return Status::Ok();
           {
             ReadSlots::Slot slot(slots_, controller_);
             CAIRN_RETURN_IF_ERROR(chunkio::ReadStoredChunk(source_, todo[i].id, data));
@@ -511,6 +542,7 @@ class Syncer {
             skipped.fetch_add(1, std::memory_order_relaxed);
             return Status::Ok();
           }
+          if (async && limiter_) limiter_->Acquire(data.size());
           thread_local ReadBuffer scratch;
           Status check = [&] {
             pipeline::StageTimer timer(meter, pipeline::Stage::kDecode);

@@ -8,6 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "blob/blob.h"
 #include "pipeline/progress.h"
@@ -160,6 +164,91 @@ TEST_F(RunSyncTest, GroupsRunSideBySideWithinOneReadBudget) {
   CAIRN_ASSERT_OK(again);
   EXPECT_EQ(again->present, 5u);
   EXPECT_EQ(again->chunks_copied, 0u);
+}
+
+// A source whose reads do not block (as an object store's or a server's):
+// each ReadIntoAsync completes on a thread of its own after `latency`;
+// counts those, the blocking reads, and the most asynchronous reads at once.
+class AsyncSource : public store::ChunkSource {
+ public:
+  AsyncSource(store::ChunkSource& base, std::chrono::microseconds latency)
+      : base_(base), latency_(latency) {}
+  ~AsyncSource() override {
+    for (std::thread& t : threads_) t.join();
+  }
+  Result<Bytes> Read(const store::ChunkId& id) override {
+    ++blocking_;
+    return base_.Read(id);
+  }
+  Status ReadInto(const store::ChunkId& id, ReadBuffer* out) override {
+    ++blocking_;
+    return base_.ReadInto(id, out);
+  }
+  bool ReadsAsync() const override { return true; }
+  void ReadIntoAsync(const store::ChunkId& id, ReadBuffer* out,
+                     std::function<void(Status)> done) override {
+    int n = ++now_;
+    int m = most_.load();
+    while (n > m && !most_.compare_exchange_weak(m, n)) {
+    }
+    ++async_;
+    std::lock_guard lock(mu_);
+    threads_.emplace_back([this, id, out, done = std::move(done)] {
+      std::this_thread::sleep_for(latency_);
+      Status s = base_.ReadInto(id, out);
+      --now_;
+      done(std::move(s));
+    });
+  }
+  store::SourceTraits Traits() const override { return base_.Traits(); }
+  int blocking() const { return blocking_.load(); }
+  int async() const { return async_.load(); }
+  int most() const { return most_.load(); }
+
+ private:
+  store::ChunkSource& base_;
+  const std::chrono::microseconds latency_;
+  std::atomic<int> blocking_{0}, async_{0}, now_{0}, most_{0};
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+};
+
+// An asynchronous source is read through the pipeline's one issuing thread
+// (no thread parked per read), within the one read budget of groups synced
+// side by side, each distinct chunk once, and nothing the second time.
+TEST_F(RunSyncTest, AnAsynchronousSourceIsReadWithoutAThreadPerRead) {
+  for (int g = 1; g <= 3; ++g) {
+    Commit({"", "vm", std::to_string(100 + g)}, kT0, 100 * static_cast<uint64_t>(g));
+  }
+  AsyncSource source(src_->source(), std::chrono::microseconds(3000));
+  SyncOptions options = Options(&source);
+  options.jobs = 3;
+  auto report = RunSync(*src_, *dst_, options);
+  CAIRN_ASSERT_OK(report);
+  EXPECT_EQ(report->copied, 5u);
+  EXPECT_EQ(report->chunks_copied, 16u + 3 * 12u);
+  EXPECT_EQ(source.async(), 16 + 3 * 12);
+  EXPECT_EQ(source.blocking(), 0);
+  EXPECT_GT(source.most(), 1);
+  EXPECT_LE(source.most(), 3);
+  auto snaps = dst_->ListAllSnapshots();
+  CAIRN_ASSERT_OK(snaps);
+  EXPECT_EQ(snaps->size(), 5u);
+  for (const auto& snap : *snaps) {
+    auto idx = dst_->ReadImageIndex(snap, dst_->ReadManifest(snap)->archives[0]);
+    CAIRN_ASSERT_OK(idx);
+    for (const auto& id : idx->digests()) {
+      auto a = src_->chunks().Read(id);
+      auto b = dst_->chunks().Read(id);
+      CAIRN_ASSERT_OK(a);
+      CAIRN_ASSERT_OK(b);
+      EXPECT_EQ(*a, *b);
+    }
+  }
+  auto again = RunSync(*src_, *dst_, Options(&source));
+  CAIRN_ASSERT_OK(again);
+  EXPECT_EQ(again->present, 5u);
+  EXPECT_EQ(source.async(), 16 + 3 * 12);
 }
 
 TEST_F(RunSyncTest, ChunkDamagedOnTheWayIsRefusedAndNothingAppears) {

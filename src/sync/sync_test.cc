@@ -58,6 +58,21 @@ class RunSyncTest : public ::testing::Test {
     CAIRN_ASSERT_OK((*w)->Commit("test"));
   }
 
+  // Every chunk of `snap`'s image on DST is stored as on SRC, byte for byte.
+  void ExpectSameStoredChunks(const datastore::SnapshotRef& snap) {
+    auto manifest = dst_->ReadManifest(snap);
+    CAIRN_ASSERT_OK(manifest);
+    auto idx = dst_->ReadImageIndex(snap, manifest->archives[0]);
+    CAIRN_ASSERT_OK(idx);
+    for (const auto& id : idx->digests()) {
+      auto a = src_->chunks().Read(id);
+      auto b = dst_->chunks().Read(id);
+      CAIRN_ASSERT_OK(a);
+      CAIRN_ASSERT_OK(b);
+      EXPECT_EQ(*a, *b);
+    }
+  }
+
   SyncOptions Options(store::ChunkSource* source) {
     SyncOptions o;
     o.logger = logger_.get();
@@ -87,15 +102,7 @@ TEST_F(RunSyncTest, EachChunkReadOnceStoredAsIsAndNothingTheSecondTime) {
   auto snaps = dst_->ListAllSnapshots();
   CAIRN_ASSERT_OK(snaps);
   ASSERT_EQ(snaps->size(), 2u);
-  auto idx = dst_->ReadImageIndex((*snaps)[1], dst_->ReadManifest((*snaps)[1])->archives[0]);
-  CAIRN_ASSERT_OK(idx);
-  for (const auto& id : idx->digests()) {
-    auto a = src_->chunks().Read(id);
-    auto b = dst_->chunks().Read(id);
-    CAIRN_ASSERT_OK(a);
-    CAIRN_ASSERT_OK(b);
-    EXPECT_EQ(*a, *b);
-  }
+  ExpectSameStoredChunks((*snaps)[1]);
 
   auto again = RunSync(*src_, *dst_, Options(&source));
   CAIRN_ASSERT_OK(again);
@@ -234,17 +241,7 @@ TEST_F(RunSyncTest, AnAsynchronousSourceIsReadWithoutAThreadPerRead) {
   auto snaps = dst_->ListAllSnapshots();
   CAIRN_ASSERT_OK(snaps);
   EXPECT_EQ(snaps->size(), 5u);
-  for (const auto& snap : *snaps) {
-    auto idx = dst_->ReadImageIndex(snap, dst_->ReadManifest(snap)->archives[0]);
-    CAIRN_ASSERT_OK(idx);
-    for (const auto& id : idx->digests()) {
-      auto a = src_->chunks().Read(id);
-      auto b = dst_->chunks().Read(id);
-      CAIRN_ASSERT_OK(a);
-      CAIRN_ASSERT_OK(b);
-      EXPECT_EQ(*a, *b);
-    }
-  }
+  for (const auto& snap : *snaps) ExpectSameStoredChunks(snap);
   auto again = RunSync(*src_, *dst_, Options(&source));
   CAIRN_ASSERT_OK(again);
   EXPECT_EQ(again->present, 5u);

@@ -189,6 +189,10 @@ class Datastore {
 
 inline constexpr char kDatastoreMarker[] = ".cairn-datastore";
 inline constexpr char kVerifyStateFileName[] = "verify.json.blob";
+// A snapshot's administration files beside its manifest (`cairn protect`,
+// `cairn notes`; maintenance/prune.h reads and writes them).
+inline constexpr char kProtectedFileName[] = ".protected";
+inline constexpr char kNotesFileName[] = "notes.txt";
 inline constexpr char kWritersDirName[] = ".writers";
 inline constexpr char kGcDirName[] = ".gc";
 

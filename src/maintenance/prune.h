@@ -108,8 +108,8 @@ std::vector<PruneDecision> ComputePrune(std::span<const PruneCandidate> snapshot
 
 // --- snapshot administration -----------------------------------------------
 
-inline constexpr char kProtectedFileName[] = ".protected";
-inline constexpr char kNotesFileName[] = "notes.txt";
+using datastore::kNotesFileName;      // datastore/datastore.h
+using datastore::kProtectedFileName;
 inline constexpr size_t kMaxNotesBytes = 64 << 10;
 
 // Whether the snapshot carries `.protected`. Does not check that it exists.

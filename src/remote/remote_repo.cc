@@ -17,7 +17,6 @@
 
 #include "datastore/sync_marker.h"
 #include "index/manifest.h"
-#include "maintenance/prune.h"
 #include "remote/remote_backend.h"
 #include "remote/remote_chunk_source.h"
 
@@ -203,14 +202,14 @@ namespace {
 // entry gives them (absent: unprotected, no notes), written to or removed
 // from its mirror directory so that `snapshots` reads them as locally.
 Status MirrorSideFiles(Env& env, const std::string& dir, const json& entry) {
-  const std::string marker = JoinPath(dir, maintenance::kProtectedFileName);
+  const std::string marker = JoinPath(dir, datastore::kProtectedFileName);
   const bool is_protected = entry.contains("protected") && entry["protected"].is_boolean() &&
                             entry["protected"].get<bool>();
   if (is_protected != env.Stat(marker).ok()) {
     CAIRN_RETURN_IF_ERROR(is_protected ? WriteFileReplacing(env, marker, Bytes{})
                                        : env.RemoveFile(marker));
   }
-  const std::string notes_path = JoinPath(dir, maintenance::kNotesFileName);
+  const std::string notes_path = JoinPath(dir, datastore::kNotesFileName);
   std::string notes;
   if (entry.contains("notes")) {
     if (!entry["notes"].is_string()) return DataLossError("malformed notes in the server's list");

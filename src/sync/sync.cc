@@ -436,12 +436,12 @@ class Syncer {
   Status WriteExtras(const SnapshotRef& snap, datastore::SnapshotTarget& target) {
     auto notes = maintenance::ReadNotes(src_, snap);
     if (notes.ok() && !notes->empty()) {
-      CAIRN_RETURN_IF_ERROR(target.WriteFile(maintenance::kNotesFileName, AsBytes(*notes)));
+      CAIRN_RETURN_IF_ERROR(target.WriteFile(datastore::kNotesFileName, AsBytes(*notes)));
     }
     if (options_.keep_protected) {
       auto prot = maintenance::IsProtected(src_, snap);
       if (prot.ok() && *prot) {
-        CAIRN_RETURN_IF_ERROR(target.WriteFile(maintenance::kProtectedFileName, ByteSpan()));
+        CAIRN_RETURN_IF_ERROR(target.WriteFile(datastore::kProtectedFileName, ByteSpan()));
       }
     }
     return target.WriteFile(kSyncMarkerFileName, AsBytes(MarkerText()));

@@ -1,29 +1,33 @@
 #!/usr/bin/env bash
-# Threads of the cairn process during a restore from the RGW (issue 28,
-# "Object-store reads without a thread each"): the fetch pipeline's
-# asynchronous I/O stage against blocking reads on one thread each.
+# Threads of the cairn process during a restore (or a sync to a local path)
+# from the RGW (issue 28, "Object-store reads without a thread each"): the
+# fetch pipeline's asynchronous I/O stage against blocking reads on one
+# thread each.
 #
-#   bash bench/s3_threads.sh [--size 256M] [--runs 3] [--dir DIR] BIN [BIN...]
+#   bash bench/s3_threads.sh [--op restore|sync] [--size 256M] [--runs 3] [--dir DIR] BIN [BIN...]
 #
 # Each BIN (a cairn binary; the first one also inits and backs up) restores
 # `cairn-gendata image --size SIZE --seed 1` from 's3://cairn-s3-threads/t'
-# on scripts/s3-server.sh's RGW RUNS times, the binaries taking turns. For
+# on scripts/s3-server.sh's RGW RUNS times, the binaries taking turns (with
+# --op sync: syncs that snapshot into a new local datastore instead). For
 # each run: wall seconds and the most threads of the process, sampled from
 # /proc/PID/status every 10 ms. Prints one line per run and the medians.
 # Needs the RGW running (`bash scripts/s3-server.sh start`); the bucket is
 # emptied first and removed at the end. Warm page cache, nothing dropped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-size=256M runs=3 dir=/var/tmp/cairn-s3-threads
+size=256M runs=3 dir=/var/tmp/cairn-s3-threads op=restore
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --size) size=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
+    --op) op=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-(($# > 0)) || { echo "usage: $0 [--size S] [--runs N] [--dir DIR] BIN [BIN...]" >&2; exit 2; }
+(($# > 0)) || { echo "usage: $0 [--op restore|sync] [--size S] [--runs N] [--dir DIR] BIN [BIN...]" >&2; exit 2; }
+[[ $op == restore || $op == sync ]] || { echo "--op is restore or sync" >&2; exit 2; }
 bins=("$@")
 s3dir=${CAIRN_S3_DIR:-/tmp/cairn-s3}
 set -a
@@ -52,10 +56,15 @@ cat "$image" >/dev/null
 
 # restore BIN: prints "SECONDS MAX_THREADS"
 restore() {
-  local out=$dir/restored.img t0 t1 pid max=0 n
-  rm -f "$out"
+  local out=$dir/restored.img t0 t1 pid max=0 n copy=$dir/synced
+  rm -rf "$out" "$copy"
+  [[ $op == sync ]] && "$1" init "$copy" >/dev/null
   t0=$(date +%s%N)
-  "$1" restore -r "$url" vm/1/latest disk0.img "$out" >/dev/null &
+  if [[ $op == sync ]]; then
+    "$1" sync --from "$url" --to "$copy" vm/1 >/dev/null &
+  else
+    "$1" restore -r "$url" vm/1/latest disk0.img "$out" >/dev/null &
+  fi
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     n=$(awk '/^Threads:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || echo 0)
@@ -64,8 +73,11 @@ restore() {
   done
   wait "$pid"
   t1=$(date +%s%N)
+  if [[ $op == sync ]]; then
+    "$1" restore -r "$copy" vm/1/latest disk0.img "$out" >/dev/null
+  fi
   cmp -s "$out" "$image" || { echo "restored image differs ($1)" >&2; exit 1; }
-  rm -f "$out"
+  rm -rf "$out" "$copy"
   awk -v a="$t0" -v b="$t1" -v m="$max" 'BEGIN { printf "%.2f %d\n", (b - a) / 1e9, m }'
 }
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <span>
+#include <unordered_map>
 
 #include "base/io_error.h"
 #include "base/mutex.h"
@@ -110,6 +111,31 @@ class LedgerWriter {
 //
 // Thread safety: one Check() at a time; it calls the pipeline's stages in
 // parallel. Every reference passed must outlive the checker.
+// The read errors of one stretch, by item: found on I/O threads (or in an
+// asynchronous read's completion, which must not block), taken by the CPU
+// stage. Sparse, since errors are rare: a slot per item would cost every
+// chunk of a verify its size (a Status) however healthy the store.
+class ReadErrors {
+ public:
+  void Add(size_t item, Status error) {
+    MutexLock lock(mu_);
+    errors_.emplace(item, std::move(error));
+  }
+  // The error of `item`, or Ok.
+  Status Take(size_t item) {
+    MutexLock lock(mu_);
+    auto it = errors_.find(item);
+    if (it == errors_.end()) return Status::Ok();
+    Status error = std::move(it->second);
+    errors_.erase(it);
+    return error;
+  }
+
+ private:
+  Mutex mu_;
+  std::unordered_map<size_t, Status> errors_ GUARDED_BY(mu_);
+};
+
 class ChunkChecker {
  public:
   ChunkChecker(Env& env, store::ChunkSource& source, const std::vector<ChunkUse>& uses,
@@ -147,13 +173,13 @@ class ChunkChecker {
       };
     }
     auto use_of = [&](size_t k) -> const ChunkUse& { return uses_[unique_[stretch[k]]]; };
-    // Read errors, found on I/O threads (or in an asynchronous read's
-    // completion, which must not block), travel to the CPU stage with the
-    // item and are recorded there: not fatal, the run goes on.
-    std::vector<Status> read_errors(stretch.size());
+    // Read errors travel to the CPU stage with the item (its buffer left
+    // empty: a stored chunk never is) and are recorded there: not fatal,
+    // the run goes on.
+    ReadErrors read_errors;
     auto note_read = [&](size_t k, Status read, ReadBuffer* data) {
       if (read.ok()) return;
-      read_errors[k] = std::move(read);
+      read_errors.Add(k, std::move(read));
       data->Clear();
     };
     if (source_.ReadsAsync()) {
@@ -174,9 +200,9 @@ class ChunkChecker {
         },
         [&](size_t k, ReadBuffer& stored) -> Status {
           const ChunkUse& use = use_of(k);
-          if (!read_errors[k].ok()) {
-            out_->SetError(stretch[k], read_errors[k]);
-            ledger_.Add(use.id, now_unix_, read_errors[k]);
+          if (Status read = stored.empty() ? read_errors.Take(k) : Status::Ok(); !read.ok()) {
+            out_->SetError(stretch[k], read);
+            ledger_.Add(use.id, now_unix_, read);
             checked_.fetch_add(1, std::memory_order_relaxed);
             return Status::Ok();
           }

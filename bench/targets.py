@@ -481,14 +481,21 @@ def targets(R):
                      status="met" if v < 1 else "not met", value=v))
         else:
             add(dict(issue=25, target=t, measured="not measured yet: " + why25, status="n/a"))
-    reh = acc("rehearse")
+    def per_round(ref, case):
+        # ref's seconds ÷ case's seconds in each round where both ran (the two
+        # ran side by side), so a round's disk or load swing hits both.
+        by = {}
+        for r in R.access:
+            if r["case"] in (ref, case) and r["value"] != "-":
+                by.setdefault(r["round"], {})[r["case"]] = float(r["value"])
+        return [d[ref] / d[case] for _, d in sorted(by.items()) if ref in d and case in d and d[case] > 0]
     for case, label in (("nbdcopy", "`nbdcopy` of the export"), ("cat", "`cat` of the image in the mount")):
-        v = acc(case)
-        t = f"{label} ≥ 0.7× `cairn restore` of the same image (both to nowhere: --rehearse)"
-        if ok(v) and ok(reh) and v > 0:
-            q = reh / v
-            add(dict(issue=25, target=t, measured=f"{q:.2f} ({case} {v:.2f} s vs rehearse {reh:.2f} s)",
-                     status="met" if q >= 0.7 else "not met", value=q))
+        t = f"{label} ≥ 0.7× `cairn restore` of the same image (both to /dev/null)"
+        q, qr = per_round("restore-null", case), per_round("rehearse", case)
+        if q:
+            m = (f"{med(q):.2f} ({case} {acc(case):.2f} s vs `restore … -` to /dev/null {acc('restore-null'):.2f} s; "
+                 f"against the stricter --rehearse, {acc('rehearse'):.2f} s: {med(qr):.2f}) (medians of per-round ratios)")
+            add(dict(issue=25, target=t, measured=m, status="met" if med(q) >= 0.7 else "not met", value=med(q)))
         else:
             add(dict(issue=25, target=t, measured="not measured yet: " + why25, status="n/a"))
     cells = []
@@ -505,11 +512,13 @@ def targets(R):
         t = f"tree mount: {label} < 1 s (fresh mount)"
         add(dict(issue=25, target=t, measured=f"{v:.2f} s" if ok(v) else "not measured yet: " + why25,
                  status=("met" if v < 1 else "not met") if ok(v) else "n/a", value=v))
-    rst, cpa = acc("tree-restore"), acc("tree-cp-a")
+    q = per_round("tree-restore", "tree-cp-a")
     t = "`cp -a` of the tree out of the mount ≥ 0.5× `cairn restore` of the tree"
-    if ok(rst) and ok(cpa) and cpa > 0:
-        add(dict(issue=25, target=t, measured=f"{rst / cpa:.2f} (cp -a {cpa:.2f} s vs restore {rst:.2f} s, each + sync)",
-                 status="met" if rst / cpa >= 0.5 else "not met", value=rst / cpa))
+    if q:
+        rounds = ", ".join(f"{x:.2f}" for x in q)
+        m = (f"{med(q):.2f} (cp -a {acc('tree-cp-a'):.2f} s vs restore {acc('tree-restore'):.2f} s, each + sync; "
+             f"per round {rounds}: disk writeback takes a share of both that swings from round to round)")
+        add(dict(issue=25, target=t, measured=m, status="met" if med(q) >= 0.5 else "not met", value=med(q)))
     else:
         add(dict(issue=25, target=t, measured="not measured yet: " + why25, status="n/a"))
 

@@ -5,6 +5,7 @@
 
 #include "chunkio/chunk_read.h"
 #include "pipeline/fetch_pipeline.h"
+#include "pipeline/read_errors.h"
 
 namespace cairn::access {
 namespace {
@@ -195,20 +196,14 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
   };
   // A failed read travels to the CPU stage, which fails the claim with it
   // (an asynchronous read's completion must not do that work).
-  std::unordered_map<size_t, Status> read_errors;  // GUARDED_BY(mu_)
-  auto note_read = [&](size_t k, Status read, ReadBuffer* out) {
-    if (read.ok()) return;
-    out->Clear();
-    MutexLock lock(mu_);
-    read_errors.emplace(k, std::move(read));
-  };
+  pipeline::ReadErrors read_errors;
   pipeline::AsyncFetchFn read_async =
       chunkio::AsyncChunkReads(source_, [&](size_t k) { return map_.Id(position(k)); });
   if (read_async) {
     popts.fetch_async = [&](size_t k, ReadBuffer* out, pipeline::FetchDoneFn done) {
       if (!claim_and_take(k, out)) return done(Status::Ok());
-      read_async(k, out, [&note_read, k, out, done = std::move(done)](Status read) {
-        note_read(k, std::move(read), out);
+      read_async(k, out, [&read_errors, k, out, done = std::move(done)](Status read) {
+        read_errors.Note(k, std::move(read), out);
         done(Status::Ok());
       });
     };
@@ -218,14 +213,13 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
       kEndless,
       [&](size_t k, ReadBuffer* out) -> Status {
         if (claim_and_take(k, out)) {
-          note_read(k, chunkio::ReadStoredChunk(source_, map_.Id(position(k)), out), out);
+          read_errors.Note(k, chunkio::ReadStoredChunk(source_, map_.Id(position(k)), out), out);
         }
         return Status::Ok();
       },
       [&](size_t k, ReadBuffer& stored) -> Status {
         std::optional<ChunkCache::Claim> claim;
         size_t pos;
-        Status read;
         {
           MutexLock lock(mu_);
           auto it = claims_.find(k);
@@ -233,11 +227,8 @@ void Readahead::RunPipeline(pipeline::ItemFeed& feed) {
           claim.emplace(std::move(it->second));
           claims_.erase(it);
           pos = queue_[k];
-          if (auto e = read_errors.find(k); e != read_errors.end()) {
-            read = std::move(e->second);
-            read_errors.erase(e);
-          }
         }
+        const Status read = read_errors.Take(k);
         if (!read.ok()) {
           claim->Fulfil(ContextFor(pos, read));
           return Status::Ok();

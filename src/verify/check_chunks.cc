@@ -7,13 +7,13 @@
 #include <atomic>
 #include <chrono>
 #include <span>
-#include <unordered_map>
 
 #include "base/io_error.h"
 #include "base/mutex.h"
 #include "blob/blob.h"
 #include "chunkio/chunk_read.h"
 #include "pipeline/fetch_pipeline.h"
+#include "pipeline/read_errors.h"
 #include "verify/ledger.h"
 #include "verify/verify_detail.h"
 
@@ -111,31 +111,6 @@ class LedgerWriter {
 //
 // Thread safety: one Check() at a time; it calls the pipeline's stages in
 // parallel. Every reference passed must outlive the checker.
-// The read errors of one stretch, by item: found on I/O threads (or in an
-// asynchronous read's completion, which must not block), taken by the CPU
-// stage. Sparse, since errors are rare: a slot per item would cost every
-// chunk of a verify its size (a Status) however healthy the store.
-class ReadErrors {
- public:
-  void Add(size_t item, Status error) {
-    MutexLock lock(mu_);
-    errors_.emplace(item, std::move(error));
-  }
-  // The error of `item`, or Ok.
-  Status Take(size_t item) {
-    MutexLock lock(mu_);
-    auto it = errors_.find(item);
-    if (it == errors_.end()) return Status::Ok();
-    Status error = std::move(it->second);
-    errors_.erase(it);
-    return error;
-  }
-
- private:
-  Mutex mu_;
-  std::unordered_map<size_t, Status> errors_ GUARDED_BY(mu_);
-};
-
 class ChunkChecker {
  public:
   ChunkChecker(Env& env, store::ChunkSource& source, const std::vector<ChunkUse>& uses,
@@ -176,17 +151,12 @@ class ChunkChecker {
     // Read errors travel to the CPU stage with the item (its buffer left
     // empty: a stored chunk never is) and are recorded there: not fatal,
     // the run goes on.
-    ReadErrors read_errors;
-    auto note_read = [&](size_t k, Status read, ReadBuffer* data) {
-      if (read.ok()) return;
-      read_errors.Add(k, std::move(read));
-      data->Clear();
-    };
+    pipeline::ReadErrors read_errors;
     if (source_.ReadsAsync()) {
       popts.fetch_async = [&](size_t k, ReadBuffer* data, pipeline::FetchDoneFn done) {
         source_.ReadIntoAsync(use_of(k).id, data,
-                              [&note_read, k, data, done = std::move(done)](Status read) {
-                                note_read(k, std::move(read), data);
+                              [&read_errors, k, data, done = std::move(done)](Status read) {
+                                read_errors.Note(k, std::move(read), data);
                                 done(Status::Ok());
                               });
       };
@@ -195,7 +165,7 @@ class ChunkChecker {
     Status s = pipeline::RunFetchPipeline(
         stretch.size(),
         [&](size_t k, ReadBuffer* data) -> Status {
-          note_read(k, source_.ReadInto(use_of(k).id, data), data);
+          read_errors.Note(k, source_.ReadInto(use_of(k).id, data), data);
           return Status::Ok();
         },
         [&](size_t k, ReadBuffer& stored) -> Status {

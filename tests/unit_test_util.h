@@ -12,11 +12,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <mutex>
 #include <ostream>
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -108,6 +112,22 @@ template <typename T>
 StatusCode CodeOf(const T& s) {
   return StatusOf(s).code();
 }
+
+// For test sources that read asynchronously: runs each read on a thread of
+// its own, as an object store's reads complete on its client's thread, and
+// joins them all when destroyed (make it a source's last member, so the
+// reads end before the rest of the source goes).
+class ThreadPerRead {
+ public:
+  void Run(std::function<void()> read) {
+    std::lock_guard lock(mu_);
+    threads_.emplace_back(std::move(read));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::jthread> threads_;
+};
 }  // namespace cairn::test_util
 
 // Assert/expect that a Status or Result is OK, printing the error otherwise.

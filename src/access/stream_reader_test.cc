@@ -50,6 +50,24 @@ class StreamReaderTest : public ::testing::Test {
     return std::equal(got.begin(), got.end(), image_.begin() + static_cast<ptrdiff_t>(offset));
   }
 
+  // Reads the whole image in 64 KiB pieces; every piece matches the image
+  // except those of chunk `bad`, which fail with `code`. Returns how many failed.
+  int ReadAllFailing(StreamReader& r, uint64_t bad, StatusCode code = StatusCode::kDataLoss) {
+    int failed = 0;
+    for (uint64_t off = 0; off < image_.size(); off += 64u << 10) {
+      Bytes got(std::min<uint64_t>(64u << 10, image_.size() - off));
+      Status s = r.Read(off, got);
+      if (!s.ok()) {
+        EXPECT_EQ(off / kChunk, bad);
+        EXPECT_EQ(s.code(), code) << s.ToString();
+        ++failed;
+      } else {
+        EXPECT_TRUE(Matches(off, got)) << off;
+      }
+    }
+    return failed;
+  }
+
   const std::set<size_t> zero_ = {5, 6, 20};
   TestSource source_;
   Bytes image_;
@@ -197,20 +215,23 @@ TEST_F(StreamReaderTest, ReadaheadOfACorruptChunkFailsOnlyItsReads) {
   ChunkCache cache({.capacity_bytes = 64u << 20});
   source_.Corrupt(index_.digest(30));
   auto r = Open(cache);
-  int failed = 0;
-  for (uint64_t off = 0; off < image_.size(); off += 64u << 10) {
-    Bytes got(std::min<uint64_t>(64u << 10, image_.size() - off));
-    Status s = r->Read(off, got);
-    if (!s.ok()) {
-      EXPECT_EQ(off / kChunk, 30u);
-      EXPECT_EQ(s.code(), StatusCode::kDataLoss);
-      ++failed;
-    } else {
-      ASSERT_TRUE(Matches(off, got));
-    }
-  }
-  EXPECT_EQ(failed, static_cast<int>(kChunk / (64u << 10)));
+  EXPECT_EQ(ReadAllFailing(*r, 30), static_cast<int>(kChunk / (64u << 10)));
   EXPECT_EQ(source_.ReadsOf(index_.digest(30)), 1);
+}
+
+// A chunk the source cannot read (not a damaged one): read-ahead hands the
+// read's own error to the readers of that chunk, blocking and asynchronous
+// sources alike.
+TEST_F(StreamReaderTest, ReadaheadOfAnUnreadableChunkFailsOnlyItsReadsWithTheReadsError) {
+  for (bool async : {false, true}) {
+    if (async) source_.SetAsync();
+    ChunkCache cache({.capacity_bytes = 64u << 20});
+    source_.Fail(index_.digest(30));
+    auto r = Open(cache);
+    EXPECT_EQ(ReadAllFailing(*r, 30, StatusCode::kUnavailable), static_cast<int>(kChunk / (64u << 10)))
+        << (async ? "asynchronous" : "blocking");
+    EXPECT_GT(r->stats().readahead.queued_chunks, kCount / 2);
+  }
 }
 
 // A source that reads asynchronously (an object store) is read ahead on
@@ -221,19 +242,7 @@ TEST_F(StreamReaderTest, AnAsyncSourceIsReadAheadTheSame) {
   source_.Corrupt(index_.digest(30));
   ChunkCache cache({.capacity_bytes = 64u << 20});
   auto r = Open(cache);
-  int failed = 0;
-  for (uint64_t off = 0; off < image_.size(); off += 64u << 10) {
-    Bytes got(std::min<uint64_t>(64u << 10, image_.size() - off));
-    Status s = r->Read(off, got);
-    if (!s.ok()) {
-      EXPECT_EQ(off / kChunk, 30u);
-      EXPECT_EQ(s.code(), StatusCode::kDataLoss);
-      ++failed;
-    } else {
-      ASSERT_TRUE(Matches(off, got)) << off;
-    }
-  }
-  EXPECT_EQ(failed, static_cast<int>(kChunk / (64u << 10)));
+  EXPECT_EQ(ReadAllFailing(*r, 30), static_cast<int>(kChunk / (64u << 10)));
   EXPECT_GT(r->stats().readahead.queued_chunks, kCount / 2);
   for (size_t i = 0; i < kCount; ++i) {
     if (!zero_.count(i)) {

@@ -15,6 +15,7 @@
 
 #include "blob/blob.h"
 #include "store/chunk_source.h"
+#include "tests/unit_test_util.h"
 
 namespace cairn::access {
 
@@ -55,8 +56,7 @@ class TestSource final : public store::ChunkSource {
   bool ReadsAsync() const override { return async_; }
   void ReadIntoAsync(const store::ChunkId& id, ReadBuffer* out,
                      std::function<void(Status)> done) override {
-    std::lock_guard lock(threads_mu_);
-    threads_.emplace_back([this, id, out, done = std::move(done)] { done(ReadInto(id, out)); });
+    threads_.Run([this, id, out, done = std::move(done)] { done(ReadInto(id, out)); });
   }
 
   store::SourceTraits Traits() const override {
@@ -121,8 +121,7 @@ class TestSource final : public store::ChunkSource {
   int peak_in_flight_ = 0;
   std::chrono::microseconds delay_{0};
   std::atomic<bool> async_{false};
-  std::mutex threads_mu_;
-  std::vector<std::jthread> threads_;  // last: joined before the rest goes
+  test_util::ThreadPerRead threads_;  // last: joined before the rest goes
 };
 
 }  // namespace cairn::access

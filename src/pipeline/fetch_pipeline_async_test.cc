@@ -20,12 +20,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-ConcurrencyController::Options Fixed(int n) {
-  ConcurrencyController::Options o;
-  o.adaptive = false;
-  o.initial = n;
-  return o;
-}
+// Reads in flight pinned at n, as `--jobs n` pins them.
+ConcurrencyController::Options Fixed(int n) { return ConcurrencyController::Options::ForJobs(n, n); }
 
 Bytes Payload(size_t i) { return Bytes(1 + i % 13, static_cast<uint8_t>(i * 7)); }
 

@@ -30,8 +30,7 @@ class MapSource : public store::ChunkSource {
   bool ReadsAsync() const override { return async_; }
   void ReadIntoAsync(const store::ChunkId& id, ReadBuffer* out,
                      std::function<void(Status)> done) override {
-    std::lock_guard lock(threads_mu_);
-    threads_.emplace_back([this, id, out, done = std::move(done)] { done(ReadInto(id, out)); });
+    threads_.Run([this, id, out, done = std::move(done)] { done(ReadInto(id, out)); });
   }
 
   Result<Bytes> Read(const store::ChunkId& id) override {
@@ -71,8 +70,7 @@ class MapSource : public store::ChunkSource {
   std::map<store::ChunkId, Bytes> chunks_;
   std::map<store::ChunkId, int> reads_;
   bool async_ = false;
-  std::mutex threads_mu_;
-  std::vector<std::jthread> threads_;  // last: joined before the rest goes
+  test_util::ThreadPerRead threads_;  // last: joined before the rest goes
 };
 
 // Cuts `image` into chunks, stores each in `source` and returns the index.

@@ -9,9 +9,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <thread>
-#include <vector>
 
 #include "blob/blob.h"
 #include "pipeline/progress.h"
@@ -180,9 +178,6 @@ class AsyncSource : public store::ChunkSource {
  public:
   AsyncSource(store::ChunkSource& base, std::chrono::microseconds latency)
       : base_(base), latency_(latency) {}
-  ~AsyncSource() override {
-    for (std::thread& t : threads_) t.join();
-  }
   Result<Bytes> Read(const store::ChunkId& id) override {
     ++blocking_;
     return base_.Read(id);
@@ -199,8 +194,7 @@ class AsyncSource : public store::ChunkSource {
     while (n > m && !most_.compare_exchange_weak(m, n)) {
     }
     ++async_;
-    std::lock_guard lock(mu_);
-    threads_.emplace_back([this, id, out, done = std::move(done)] {
+    threads_.Run([this, id, out, done = std::move(done)] {
       std::this_thread::sleep_for(latency_);
       Status s = base_.ReadInto(id, out);
       --now_;
@@ -216,8 +210,7 @@ class AsyncSource : public store::ChunkSource {
   store::ChunkSource& base_;
   const std::chrono::microseconds latency_;
   std::atomic<int> blocking_{0}, async_{0}, now_{0}, most_{0};
-  std::mutex mu_;
-  std::vector<std::thread> threads_;
+  test_util::ThreadPerRead threads_;  // last: joined before the rest goes
 };
 
 // An asynchronous source is read through the pipeline's one issuing thread
